@@ -1,0 +1,269 @@
+//! Settings, layered: `config/default.toml` (compiled in) ← a file from `--config` or
+//! `TRIAGE_CONFIG` ← HolmesGPT's environment variables ← `TRIAGE_*` variables (`__` nests).
+//! HolmesGPT's variables are honoured so a deployment can switch binaries unchanged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub llm: LlmSettings,
+    pub agent: AgentSettings,
+    pub prompts: PromptSettings,
+    pub compat: CompatSettings,
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelEntry>,
+    /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
+    #[serde(default)]
+    pub model_list_file: Option<PathBuf>,
+    /// A single model from HolmesGPT's MODEL / API_KEY / API_BASE / API_VERSION.
+    #[serde(default)]
+    pub env_model: Option<ModelEntry>,
+    /// Key used when a request names no model; default: the env model, else the first key.
+    #[serde(default)]
+    pub default_model: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    pub host: String,
+    pub port: u16,
+    pub body_limit_bytes: usize,
+    pub keepalive_interval_secs: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    pub request_timeout_secs: f64,
+    pub connect_timeout_secs: f64,
+    pub first_byte_timeout_secs: f64,
+    pub idle_timeout_secs: f64,
+    pub retry_max_elapsed_secs: f64,
+    pub retry_max_attempts: u32,
+    pub retry_base_delay_ms: u64,
+    pub retry_max_delay_ms: u64,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub max_context_size: Option<u32>,
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    pub max_steps: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSettings {
+    #[serde(default)]
+    pub enabled: Option<String>,
+    pub cluster_name: String,
+    pub system_prompt_additions: String,
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompatSettings {
+    pub model_name_as_string: bool,
+}
+
+/// One model, in HolmesGPT's model-list shape. Fields litellm would accept but we do not model
+/// are kept in `extra`; the OpenAI request parameters among them are passed to the provider.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModelEntry {
+    pub model: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default, alias = "base_url")]
+    pub api_base: Option<String>,
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub custom_args: Option<CustomArgs>,
+    #[serde(default)]
+    pub vision: Option<bool>,
+    #[serde(default)]
+    pub input_cost_per_token: Option<f64>,
+    #[serde(default)]
+    pub output_cost_per_token: Option<f64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CustomArgs {
+    #[serde(default)]
+    pub max_context_size: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Figment(Box<figment::Error>),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl From<figment::Error> for ConfigError {
+    fn from(e: figment::Error) -> Self {
+        ConfigError::Figment(Box::new(e))
+    }
+}
+
+/// HolmesGPT environment variable → our key.
+const HOLMES_ENV: &[(&str, &str)] = &[
+    ("HOLMES_HOST", "server.host"),
+    ("HOLMES_PORT", "server.port"),
+    ("MAX_STEPS", "agent.max_steps"),
+    ("ENABLED_PROMPTS", "prompts.enabled"),
+    ("CLUSTER_NAME", "prompts.cluster_name"),
+    ("OVERRIDE_MAX_CONTENT_SIZE", "llm.max_context_size"),
+    ("OVERRIDE_MAX_OUTPUT_TOKEN", "llm.max_output_tokens"),
+    ("TEMPERATURE", "llm.temperature"),
+    ("LLM_REQUEST_TIMEOUT", "llm.request_timeout_secs"),
+    ("MODEL_LIST_FILE_LOCATION", "model_list_file"),
+    ("MODEL", "env_model.model"),
+    ("API_KEY", "env_model.api_key"),
+    ("API_BASE", "env_model.api_base"),
+    ("API_VERSION", "env_model.api_version"),
+];
+
+impl Settings {
+    /// Loads settings from the layers above. `file` is `--config`; `TRIAGE_CONFIG` is its
+    /// fallback.
+    pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+        let file = file
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("TRIAGE_CONFIG").map(PathBuf::from));
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ConfigError::Invalid(format!(
+                    "config file {} does not exist",
+                    path.display()
+                )));
+            }
+            figment = figment.merge(Toml::file(path));
+        }
+        let holmes = Env::raw()
+            // An empty variable means "unset" in HolmesGPT's deployments (Helm renders them).
+            .filter_map(|key| {
+                HOLMES_ENV
+                    .iter()
+                    .find(|(var, _)| key.as_str().eq_ignore_ascii_case(var))
+                    .filter(|(var, _)| std::env::var(var).is_ok_and(|v| !v.trim().is_empty()))
+                    .map(|(_, path)| (*path).into())
+            })
+            .lowercase(false);
+        figment = figment
+            .merge(holmes)
+            .merge(Env::prefixed("TRIAGE_").ignore(&["CONFIG"]).split("__"));
+        let settings: Settings = figment.extract()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Parses settings from TOML text layered on the defaults (tests and tools).
+    pub fn from_toml(text: &str) -> Result<Settings, ConfigError> {
+        let settings: Settings = Figment::from(Toml::string(DEFAULT_TOML))
+            .merge(Toml::string(text))
+            .extract()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("llm.request_timeout_secs", self.llm.request_timeout_secs),
+            ("llm.connect_timeout_secs", self.llm.connect_timeout_secs),
+            (
+                "llm.first_byte_timeout_secs",
+                self.llm.first_byte_timeout_secs,
+            ),
+            ("llm.idle_timeout_secs", self.llm.idle_timeout_secs),
+        ];
+        for (key, value) in positive {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ConfigError::Invalid(format!(
+                    "`{key}` must be a positive number of seconds, got {value}"
+                )));
+            }
+        }
+        let keepalive = self.server.keepalive_interval_secs;
+        if !(keepalive.is_finite() && keepalive >= 0.0) {
+            return Err(ConfigError::Invalid(format!(
+                "`server.keepalive_interval_secs` must be 0 (off) or positive, got {keepalive}"
+            )));
+        }
+        if self.agent.max_steps == 0 {
+            return Err(ConfigError::Invalid(
+                "`agent.max_steps` (MAX_STEPS) must be at least 1".into(),
+            ));
+        }
+        if !(self.llm.retry_max_elapsed_secs.is_finite() && self.llm.retry_max_elapsed_secs >= 0.0)
+        {
+            return Err(ConfigError::Invalid(
+                "`llm.retry_max_elapsed_secs` must be 0 or positive".into(),
+            ));
+        }
+        for (key, entry) in &self.models {
+            if entry.model.trim().is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "`models.{key}.model` must name a model"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        let s = Settings::from_toml("").unwrap();
+        assert_eq!(s.server.port, 5050);
+        assert_eq!(s.agent.max_steps, 40);
+        assert!(s.models.is_empty());
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = Settings::from_toml("[server]\nprot = 1\n").unwrap_err();
+        assert!(err.to_string().contains("prot"), "{err}");
+    }
+
+    #[test]
+    fn model_entries_keep_extra_fields() {
+        let s = Settings::from_toml(
+            "[models.a]\nmodel = \"openai/x\"\nbase_url = \"http://h/v1\"\ntop_p = 0.5\n",
+        )
+        .unwrap();
+        let a = &s.models["a"];
+        assert_eq!(a.api_base.as_deref(), Some("http://h/v1"));
+        assert_eq!(a.extra["top_p"], serde_json::json!(0.5));
+    }
+}

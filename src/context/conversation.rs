@@ -1,0 +1,178 @@
+//! A conversation with its token ledger: each message is counted once, when it joins, and the
+//! count is cached in the message (`token_count`) so a follow-up turn does not count it again.
+
+use crate::context::tokens::{MessageTokens, Tokenizer, count_message};
+use crate::wire::Message;
+use crate::wire::response::TokenBreakdown;
+
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    tokenizer: Tokenizer,
+    messages: Vec<Message>,
+    counts: Vec<MessageTokens>,
+    total: u32,
+}
+
+impl Conversation {
+    pub fn new(tokenizer: Tokenizer, messages: Vec<Message>) -> Self {
+        let mut conv = Conversation {
+            tokenizer,
+            messages: Vec::with_capacity(messages.len() + 4),
+            counts: Vec::with_capacity(messages.len() + 4),
+            total: 0,
+        };
+        for m in messages {
+            conv.push(m);
+        }
+        conv
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    pub fn into_messages(self) -> Vec<Message> {
+        self.messages
+    }
+
+    /// Tokens of all messages (not counting tool definitions).
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    pub fn push(&mut self, message: Message) {
+        let at = self.messages.len();
+        self.insert(at, message);
+    }
+
+    pub fn insert(&mut self, at: usize, mut message: Message) {
+        let counts = self.measure(&mut message);
+        self.total += counts.total();
+        self.messages.insert(at, message);
+        self.counts.insert(at, counts);
+    }
+
+    pub fn replace(&mut self, at: usize, mut message: Message) {
+        let counts = self.measure(&mut message);
+        self.total = self.total - self.counts[at].total() + counts.total();
+        self.messages[at] = message;
+        self.counts[at] = counts;
+    }
+
+    /// Mutable access for edits that do not change the counted text (flags on tool calls).
+    pub fn message_mut(&mut self, at: usize) -> &mut Message {
+        &mut self.messages[at]
+    }
+
+    /// Counts a message unless it carries a cached count; a cached total is split into text and
+    /// tool calls by counting only the (small) tool-call part again.
+    fn measure(&self, message: &mut Message) -> MessageTokens {
+        match message.token_count {
+            Some(total) if message.tool_calls().is_empty() => MessageTokens {
+                text: total,
+                tool_calls: 0,
+            },
+            Some(total) => {
+                let tool_calls: u32 = count_message(
+                    self.tokenizer,
+                    &Message {
+                        content: None,
+                        reasoning_content: None,
+                        ..message.clone()
+                    },
+                )
+                .tool_calls;
+                MessageTokens {
+                    text: total.saturating_sub(tool_calls),
+                    tool_calls: tool_calls.min(total),
+                }
+            }
+            None => {
+                let counts = count_message(self.tokenizer, message);
+                message.token_count = Some(counts.total());
+                counts
+            }
+        }
+    }
+
+    pub fn breakdown(&self, tools_tokens: u32) -> TokenBreakdown {
+        let mut b = TokenBreakdown {
+            tools_tokens,
+            ..TokenBreakdown::default()
+        };
+        for (m, c) in self.messages.iter().zip(&self.counts) {
+            match m.role.as_str() {
+                "system" | "developer" => b.system_tokens += c.total(),
+                "user" => b.user_tokens += c.total(),
+                "assistant" => {
+                    b.assistant_tokens += c.text;
+                    b.tools_to_call_tokens += c.tool_calls;
+                }
+                _ => b.other_tokens += c.total(),
+            }
+        }
+        b.total_tokens = b.tools_tokens
+            + b.system_tokens
+            + b.user_tokens
+            + b.tools_to_call_tokens
+            + b.assistant_tokens
+            + b.other_tokens;
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ToolCall;
+    use serde_json::json;
+
+    #[test]
+    fn counts_once_and_caches_in_the_message() {
+        let mut conv = Conversation::new(Tokenizer::O200k, vec![Message::system("be brief")]);
+        conv.push(Message::user(json!("why is the pod crashing")));
+        assert!(conv.messages().iter().all(|m| m.token_count.is_some()));
+        let total: u32 = conv.messages().iter().filter_map(|m| m.token_count).sum();
+        assert_eq!(conv.total(), total);
+    }
+
+    #[test]
+    fn trusts_cached_counts_and_splits_tool_calls() {
+        let mut m = Message::assistant(
+            None,
+            None,
+            vec![ToolCall::new(
+                "c".into(),
+                "bash".into(),
+                "{\"command\":\"ls\"}".into(),
+            )],
+        );
+        m.token_count = Some(1000);
+        let conv = Conversation::new(Tokenizer::O200k, vec![m]);
+        let b = conv.breakdown(7);
+        assert_eq!(b.tools_to_call_tokens + b.assistant_tokens, 1000);
+        assert!(b.tools_to_call_tokens > 0 && b.tools_to_call_tokens < 100);
+        assert_eq!(b.total_tokens, 1007);
+    }
+
+    #[test]
+    fn breakdown_by_role() {
+        let mut conv = Conversation::new(Tokenizer::O200k, vec![]);
+        conv.push(Message::system("s"));
+        conv.push(Message::user(json!("u")));
+        conv.push(Message::tool("c", "bash", "out".into()));
+        conv.replace(0, Message::system("a longer system prompt"));
+        let b = conv.breakdown(0);
+        assert_eq!(b.system_tokens, conv.messages()[0].token_count.unwrap());
+        assert_eq!(b.other_tokens, conv.messages()[2].token_count.unwrap());
+        assert_eq!(b.total_tokens, conv.total());
+    }
+}

@@ -1,0 +1,4 @@
+//! The context window: token counting, the per-request token ledger behind `metadata`.
+
+pub mod conversation;
+pub mod tokens;

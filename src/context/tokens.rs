@@ -1,0 +1,143 @@
+//! Token counting with tiktoken's encodings, built once per process.
+
+use serde_json::Value;
+
+use crate::wire::Message;
+
+/// Fixed per-message overhead (role and separators), as OpenAI's chat format counts it.
+pub const MESSAGE_OVERHEAD: u32 = 4;
+/// Estimate for one image: OpenAI's cost of a 1024×1024 high-detail image (85 + 4×170); the
+/// real size is unknown without decoding it, and a generous estimate keeps compaction safe.
+pub const IMAGE_TOKENS: u32 = 765;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tokenizer {
+    O200k,
+    Cl100k,
+}
+
+impl Tokenizer {
+    /// cl100k for the GPT-4 / GPT-3.5 generation, o200k for the o-series, gpt-4o and later, and
+    /// for unknown models (the closest guess for current models).
+    pub fn for_model(name: &str) -> Tokenizer {
+        let name = name.to_ascii_lowercase();
+        let name = name.rsplit('/').next().unwrap_or(&name);
+        let cl100k = ["gpt-4-", "gpt-3.5", "text-embedding"]
+            .iter()
+            .any(|p| name.starts_with(p))
+            || name == "gpt-4";
+        if cl100k && !name.starts_with("gpt-4o") {
+            Tokenizer::Cl100k
+        } else {
+            Tokenizer::O200k
+        }
+    }
+
+    pub fn count(self, text: &str) -> u32 {
+        if text.is_empty() {
+            return 0;
+        }
+        let bpe = match self {
+            Tokenizer::O200k => tiktoken_rs::o200k_base_singleton(),
+            Tokenizer::Cl100k => tiktoken_rs::cl100k_base_singleton(),
+        };
+        u32::try_from(bpe.count_ordinary(text)).unwrap_or(u32::MAX)
+    }
+
+    /// Builds the encodings now, so the first request does not pay for it.
+    pub fn warm_up() {
+        Tokenizer::O200k.count("warm up");
+        Tokenizer::Cl100k.count("warm up");
+    }
+}
+
+/// Token counts of one message, split the way `metadata.tokens` reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MessageTokens {
+    /// Text content (and overhead).
+    pub text: u32,
+    /// Tool-call requests (names and arguments) of an assistant message.
+    pub tool_calls: u32,
+}
+
+impl MessageTokens {
+    pub fn total(self) -> u32 {
+        self.text + self.tool_calls
+    }
+}
+
+pub fn count_message(tok: Tokenizer, m: &Message) -> MessageTokens {
+    let mut text = MESSAGE_OVERHEAD;
+    match &m.content {
+        Some(Value::String(s)) => text += tok.count(s),
+        Some(Value::Array(parts)) => {
+            for part in parts {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("image_url") => text += IMAGE_TOKENS,
+                    _ => {
+                        if let Some(t) = part.get("text").and_then(Value::as_str) {
+                            text += tok.count(t);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if let Some(r) = &m.reasoning_content {
+        text += tok.count(r);
+    }
+    let tool_calls = m
+        .tool_calls()
+        .iter()
+        .map(|c| MESSAGE_OVERHEAD + tok.count(&c.function.name) + tok.count(&c.function.arguments))
+        .sum();
+    MessageTokens { text, tool_calls }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ToolCall;
+    use serde_json::json;
+
+    #[test]
+    fn picks_encoding_by_model() {
+        assert_eq!(Tokenizer::for_model("gpt-4o-mini"), Tokenizer::O200k);
+        assert_eq!(
+            Tokenizer::for_model("openai/gpt-4-turbo"),
+            Tokenizer::Cl100k
+        );
+        assert_eq!(Tokenizer::for_model("gpt-4"), Tokenizer::Cl100k);
+        assert_eq!(Tokenizer::for_model("qwen2.5"), Tokenizer::O200k);
+    }
+
+    #[test]
+    fn counts_text_and_tool_calls_separately() {
+        let tok = Tokenizer::O200k;
+        assert_eq!(tok.count("hello world"), 2);
+        let m = Message::assistant(
+            Some("hello world".into()),
+            None,
+            vec![ToolCall::new(
+                "c".into(),
+                "bash".into(),
+                "{\"command\":\"ls\"}".into(),
+            )],
+        );
+        let counts = count_message(tok, &m);
+        assert_eq!(counts.text, 2 + MESSAGE_OVERHEAD);
+        assert!(counts.tool_calls > MESSAGE_OVERHEAD);
+    }
+
+    #[test]
+    fn images_use_the_estimate() {
+        let m = Message::user(
+            json!([{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:x"}}]),
+        );
+        assert_eq!(
+            count_message(Tokenizer::O200k, &m).text,
+            MESSAGE_OVERHEAD + 1 + IMAGE_TOKENS
+        );
+    }
+}

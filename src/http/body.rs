@@ -1,0 +1,102 @@
+//! JSON request bodies: read with a size limit, parsed regardless of `Content-Type` (as the
+//! reference server does), errors naming the offending field.
+
+use axum::extract::rejection::BytesRejection;
+use axum::http::StatusCode;
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::ApiError;
+
+pub fn read_body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "Request body too large: the limit is {limit} bytes (server.body_limit_bytes)"
+                ),
+            )
+        } else {
+            ApiError::new(rejection.status(), rejection.body_text())
+        }
+    })
+}
+
+/// Malformed JSON → 400; valid JSON of the wrong shape → 422 with a FastAPI-style list of
+/// `{type, loc, msg}` naming the field.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    if parsed.is_ok()
+        && let Err(e) = de.end()
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("Malformed JSON body: {e}"),
+        ));
+    }
+    parsed.map_err(|err| {
+        let inner = err.inner();
+        if inner.is_syntax() || inner.is_eof() {
+            let what = if bytes.iter().all(u8::is_ascii_whitespace) {
+                "Request body is empty: expected a JSON object".to_owned()
+            } else {
+                format!("Malformed JSON body: {inner}")
+            };
+            return ApiError::new(StatusCode::BAD_REQUEST, what);
+        }
+        let mut loc = vec![Value::from("body")];
+        loc.extend(err.path().iter().filter_map(|seg| match seg {
+            serde_path_to_error::Segment::Seq { index } => Some(Value::from(*index)),
+            serde_path_to_error::Segment::Map { key } => Some(Value::from(key.as_str())),
+            serde_path_to_error::Segment::Enum { variant } => Some(Value::from(variant.as_str())),
+            serde_path_to_error::Segment::Unknown => None,
+        }));
+        let field = err.path().to_string();
+        let msg = if field == "." {
+            inner.to_string()
+        } else {
+            format!("{field}: {inner}")
+        };
+        ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            detail: json!([{ "type": "value_error", "loc": loc, "msg": msg }]),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ChatRequest;
+
+    #[test]
+    fn syntax_errors_are_400() {
+        let e = parse_json::<ChatRequest>(b"{\"ask\": ").unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        let e = parse_json::<ChatRequest>(b"").unwrap_err();
+        assert!(e.detail.as_str().unwrap().contains("empty"));
+    }
+
+    #[test]
+    fn shape_errors_name_the_field() {
+        let e =
+            parse_json::<ChatRequest>(br#"{"ask":"q","conversation_history":[{"role":"user"},3]}"#)
+                .unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            e.detail[0]["loc"],
+            json!(["body", "conversation_history", 1])
+        );
+        let e = parse_json::<ChatRequest>(br#"{"stream":true}"#).unwrap_err();
+        assert!(
+            e.detail[0]["msg"].as_str().unwrap().contains("ask"),
+            "{}",
+            e.detail
+        );
+        let e = parse_json::<ChatRequest>(br#"{"ask":"q","stream":"yes"}"#).unwrap_err();
+        assert_eq!(e.detail[0]["loc"], json!(["body", "stream"]));
+    }
+}

@@ -1,0 +1,130 @@
+//! Server-sent events: `event: NAME\ndata: ONE-LINE-JSON\n\n` frames, and `: keep-alive`
+//! comments whenever nothing else was sent for the keep-alive interval, so proxies with idle
+//! timeouts do not cut long tool runs.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+
+use crate::wire::StreamEvent;
+use crate::wire::events::ErrorEvent;
+
+pub const KEEPALIVE_FRAME: &[u8] = b": keep-alive\n\n";
+
+/// One SSE frame.
+pub fn encode(event: &StreamEvent) -> Bytes {
+    let name = event.name();
+    let mut buf = Vec::with_capacity(128);
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(name.as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    if let Err(e) = event.write_data(&mut buf) {
+        // Not reachable with our types (no non-string map keys); never send half a frame.
+        tracing::error!(event = name, error = %e, "cannot encode an SSE event");
+        buf.clear();
+        buf.extend_from_slice(b"event: error\ndata: ");
+        let fallback = StreamEvent::Error(ErrorEvent::new(
+            format!("cannot encode event {name}"),
+            false,
+        ));
+        let _ = fallback.write_data(&mut buf);
+    }
+    buf.extend_from_slice(b"\n\n");
+    Bytes::from(buf)
+}
+
+/// The streaming response: headers go out at once, then one frame per event.
+pub fn response<S>(events: S, keepalive: Option<Duration>) -> Response
+where
+    S: Stream<Item = StreamEvent> + Send + 'static,
+{
+    let frames = async_stream::stream! {
+        let mut events = std::pin::pin!(events);
+        loop {
+            let next = match keepalive {
+                Some(interval) => match tokio::time::timeout(interval, events.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        yield Ok::<Bytes, Infallible>(Bytes::from_static(KEEPALIVE_FRAME));
+                        continue;
+                    }
+                },
+                None => events.next().await,
+            };
+            let Some(event) = next else { break };
+            let terminal = event.is_terminal();
+            yield Ok(encode(&event));
+            if terminal {
+                break;
+            }
+        }
+    };
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+            // Tells nginx-style proxies not to buffer the stream.
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(frames),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::events::StartToolCalling;
+
+    #[test]
+    fn frames_are_exact() {
+        let e = StreamEvent::StartToolCalling(StartToolCalling {
+            tool_name: "kubectl_describe".into(),
+            id: "call_1".into(),
+        });
+        assert_eq!(
+            encode(&e),
+            "event: start_tool_calling\ndata: {\"tool_name\":\"kubectl_describe\",\"id\":\"call_1\"}\n\n"
+        );
+    }
+
+    #[test]
+    fn data_stays_on_one_line() {
+        let e = StreamEvent::Error(ErrorEvent::new("line one\nline two\r\n".into(), false));
+        let frame = encode(&e);
+        let text = std::str::from_utf8(&frame).unwrap();
+        assert_eq!(text.matches('\n').count(), 3, "{text}");
+        assert!(text.contains("\"error_code\":1") && text.contains("\"success\":false"));
+        assert!(!text.contains("http_status"));
+    }
+
+    #[test]
+    fn rate_limits_have_their_code() {
+        let e = StreamEvent::Error(ErrorEvent::new("slow down".into(), true));
+        let text = String::from_utf8(encode(&e).to_vec()).unwrap();
+        assert!(text.starts_with("event: error\ndata: {"));
+        assert!(
+            text.contains("\"error_code\":5204")
+                && text.contains("\"msg\":\"Rate limit exceeded\"")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keepalive_fills_silence() {
+        use http_body_util::BodyExt;
+        let events = async_stream::stream! {
+            tokio::time::sleep(Duration::from_secs(35)).await;
+            yield StreamEvent::Error(ErrorEvent::new("x".into(), false));
+        };
+        let body = response(events, Some(Duration::from_secs(15))).into_body();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        let text = std::str::from_utf8(&bytes).unwrap();
+        assert_eq!(text.matches(": keep-alive\n\n").count(), 2, "{text}");
+        assert!(text.ends_with("}\n\n"));
+    }
+}

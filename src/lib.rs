@@ -1,0 +1,14 @@
+//! triage: a HolmesGPT-compatible troubleshooting agent server.
+//!
+//! Data flows one way: `http` → `agent` (the loop) → `llm` / `tools` → events → `http`.
+
+pub mod agent;
+pub mod config;
+pub mod context;
+pub mod http;
+pub mod llm;
+pub mod prompt;
+pub mod startup;
+pub mod telemetry;
+pub mod tools;
+pub mod wire;

@@ -1,0 +1,110 @@
+//! LLM failures, classified by what the caller must do about them.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("LLM rate limit exceeded (HTTP 429): {message}")]
+    RateLimited {
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("LLM provider rejected the credentials (HTTP {status}): {message}")]
+    Auth { status: u16, message: String },
+    #[error("LLM provider error (HTTP {status}): {message}")]
+    Upstream {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("cannot reach the LLM at {endpoint}: {message}")]
+    Connect { endpoint: String, message: String },
+    #[error("LLM timed out: {0}")]
+    Timeout(String),
+    #[error("LLM stream broken: {0}")]
+    Protocol(String),
+}
+
+impl LlmError {
+    /// Worth another attempt (before any output was received).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::RateLimited { .. } | LlmError::Connect { .. } => true,
+            LlmError::Upstream { status, .. } => matches!(status, 408 | 409 | 500..=599),
+            _ => false,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::RateLimited { retry_after, .. } | LlmError::Upstream { retry_after, .. } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+
+    pub fn is_rate_limit(&self) -> bool {
+        matches!(self, LlmError::RateLimited { .. })
+    }
+
+    pub fn is_auth(&self) -> bool {
+        matches!(self, LlmError::Auth { .. })
+    }
+
+    pub(crate) fn from_status(status: u16, body: &str, retry_after: Option<Duration>) -> LlmError {
+        let message = error_message(body);
+        match status {
+            401 | 403 => LlmError::Auth { status, message },
+            429 => LlmError::RateLimited {
+                message,
+                retry_after,
+            },
+            _ => LlmError::Upstream {
+                status,
+                message,
+                retry_after,
+            },
+        }
+    }
+}
+
+/// The provider's own message (`{"error":{"message":…}}`), else the body's start.
+pub(crate) fn error_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("error"))
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("detail"))
+            .and_then(|m| m.as_str().map(str::to_owned))
+    });
+    match message {
+        Some(m) => m,
+        None if body.trim().is_empty() => "(empty response body)".into(),
+        None => body.chars().take(500).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_statuses() {
+        assert!(LlmError::from_status(429, "", None).is_rate_limit());
+        assert!(LlmError::from_status(401, "", None).is_auth());
+        assert!(LlmError::from_status(503, "", None).is_retryable());
+        assert!(!LlmError::from_status(400, "", None).is_retryable());
+    }
+
+    #[test]
+    fn extracts_provider_messages() {
+        assert_eq!(
+            error_message(r#"{"error":{"message":"slow down"}}"#),
+            "slow down"
+        );
+        assert_eq!(error_message(r#"{"error":"plain"}"#), "plain");
+        assert_eq!(error_message("oops"), "oops");
+    }
+}

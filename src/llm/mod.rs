@@ -1,0 +1,11 @@
+//! The LLM side: the model registry and an OpenAI chat-completions client that always streams,
+//! retries what is worth retrying, and maps failures to precise errors.
+
+mod client;
+mod error;
+pub mod registry;
+mod stream;
+
+pub use client::{Completion, CompletionRequest, LlmClient, LlmTimeouts, RetryPolicy};
+pub use error::LlmError;
+pub use registry::{ModelConfig, ModelLookupError, ModelRegistry};

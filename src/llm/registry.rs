@@ -1,0 +1,440 @@
+//! The model registry: configured model keys resolved to provider endpoints, context windows
+//! and output budgets, once at start-up.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::config::{ConfigError, ModelEntry, Settings};
+use crate::context::tokens::Tokenizer;
+
+/// Model used when nothing is configured but `OPENAI_API_KEY` is set.
+pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
+const FALLBACK_CONTEXT_WINDOW: u32 = 200_000;
+const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
+const OLLAMA_API_BASE: &str = "http://localhost:11434/v1";
+
+/// OpenAI request parameters a model entry may set; anything else in an entry is litellm
+/// configuration that an OpenAI-compatible server could reject, so it is not forwarded.
+const FORWARDED_PARAMS: &[&str] = &[
+    "top_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "reasoning_effort",
+    "max_completion_tokens",
+    "parallel_tool_calls",
+    "user",
+    "extra_body",
+];
+
+#[derive(Debug, Clone)]
+pub enum Auth {
+    None,
+    Bearer(String),
+    /// Azure OpenAI's `api-key` header.
+    AzureKey(String),
+}
+
+#[derive(Debug)]
+pub struct ModelConfig {
+    pub key: String,
+    /// As configured, e.g. `openai/gpt-4.1`.
+    pub model_id: String,
+    /// The `model` field sent to the provider.
+    pub wire_model: String,
+    /// Full chat-completions URL.
+    pub endpoint: String,
+    pub auth: Auth,
+    pub temperature: Option<f64>,
+    /// Sent as `max_tokens` only when configured: a default could exceed a small server's limit.
+    pub max_tokens: Option<u32>,
+    pub context_window: u32,
+    pub max_output_tokens: u32,
+    pub vision: bool,
+    /// (input, output) dollars per token.
+    pub prices: Option<(f64, f64)>,
+    pub extra_params: Map<String, Value>,
+    pub tokenizer: Tokenizer,
+}
+
+#[derive(Debug, Default)]
+pub struct ModelRegistry {
+    models: Vec<Arc<ModelConfig>>,
+    default_index: usize,
+}
+
+impl ModelRegistry {
+    pub fn from_settings(settings: &Settings) -> Result<ModelRegistry, ConfigError> {
+        let mut entries: Vec<(String, ModelEntry)> = settings
+            .models
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if let Some(path) = &settings.model_list_file {
+            for (key, entry) in load_model_list(path)? {
+                if !entries.iter().any(|(k, _)| *k == key) {
+                    entries.push((key, entry));
+                }
+            }
+        }
+        let mut default_key = settings.default_model.clone();
+        if let Some(env_model) = &settings.env_model {
+            let key = env_model.model.clone();
+            if !entries.iter().any(|(k, _)| *k == key) {
+                entries.push((key.clone(), env_model.clone()));
+            }
+            default_key.get_or_insert(key);
+        }
+        if entries.is_empty() && std::env::var("OPENAI_API_KEY").is_ok_and(|k| !k.is_empty()) {
+            entries.push((
+                DEFAULT_OPENAI_MODEL.to_owned(),
+                ModelEntry {
+                    model: format!("openai/{DEFAULT_OPENAI_MODEL}"),
+                    ..ModelEntry::default()
+                },
+            ));
+        }
+        let models = entries
+            .into_iter()
+            .map(|(key, entry)| resolve(&key, &entry, settings).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let default_index = match default_key {
+            Some(key) => models.iter().position(|m| m.key == key).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "`default_model` names an unknown model key '{key}'"
+                ))
+            })?,
+            None => 0,
+        };
+        Ok(ModelRegistry {
+            models,
+            default_index,
+        })
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        self.models.iter().map(|m| m.key.clone()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.models.is_empty()
+    }
+
+    /// The model for a request's `model` field; `None` picks the default.
+    pub fn resolve(&self, key: Option<&str>) -> Result<Arc<ModelConfig>, ModelLookupError> {
+        if self.models.is_empty() {
+            return Err(ModelLookupError::NoneConfigured);
+        }
+        match key {
+            None | Some("") => Ok(self.models[self.default_index].clone()),
+            Some(key) => self
+                .models
+                .iter()
+                .find(|m| m.key == key)
+                .cloned()
+                .ok_or_else(|| ModelLookupError::Unknown {
+                    key: key.to_owned(),
+                    valid: self.keys(),
+                }),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelLookupError {
+    #[error("{}", NO_MODEL_HELP)]
+    NoneConfigured,
+    #[error("Unknown model '{key}'. Valid model keys: {}", valid.join(", "))]
+    Unknown { key: String, valid: Vec<String> },
+}
+
+pub const NO_MODEL_HELP: &str = "No LLM model is configured. Set OPENAI_API_KEY to use OpenAI's \
+gpt-4.1; or set MODEL (e.g. openai/my-model), API_BASE (an OpenAI-compatible endpoint such as \
+http://localhost:8000/v1 for vLLM, http://localhost:8080/v1 for llama.cpp server or \
+http://localhost:11434/v1 for Ollama) and API_KEY if it needs one; or add a [models.<key>] \
+table to the config file; or point MODEL_LIST_FILE_LOCATION at a HolmesGPT model list. \
+Then restart triage.";
+
+fn load_model_list(path: &std::path::Path) -> Result<Vec<(String, ModelEntry)>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        ConfigError::Invalid(format!(
+            "cannot read model list {} (MODEL_LIST_FILE_LOCATION): {e}",
+            path.display()
+        ))
+    })?;
+    parse_model_list(&expand_env_placeholders(&text))
+        .map_err(|e| ConfigError::Invalid(format!("model list {}: {e}", path.display())))
+}
+
+fn parse_model_list(text: &str) -> Result<Vec<(String, ModelEntry)>, String> {
+    let raw: serde_norway::Value = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+    let serde_norway::Value::Mapping(map) = raw else {
+        return Err("expected a mapping of model key to model settings".into());
+    };
+    map.into_iter()
+        .map(|(key, value)| {
+            let key = key.as_str().ok_or("model keys must be strings")?.to_owned();
+            let entry: ModelEntry =
+                serde_norway::from_value(value).map_err(|e| format!("model '{key}': {e}"))?;
+            Ok((key, entry))
+        })
+        .collect()
+}
+
+/// Expands HolmesGPT's `{{ env.VAR }}` placeholders; an unset variable becomes empty.
+pub fn expand_env_placeholders(text: &str) -> String {
+    static PLACEHOLDER: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\{\{\s*env\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}").expect("valid regex")
+    });
+    PLACEHOLDER
+        .replace_all(text, |caps: &regex::Captures| {
+            std::env::var(&caps[1]).unwrap_or_else(|_| {
+                tracing::warn!(variable = &caps[1], "model list names an unset variable");
+                String::new()
+            })
+        })
+        .into_owned()
+}
+
+fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelConfig, ConfigError> {
+    let invalid = |msg: String| ConfigError::Invalid(format!("model '{key}': {msg}"));
+    let id = entry.model.trim();
+    let (provider, name) = match id.split_once('/') {
+        Some((p, n)) => (p.to_ascii_lowercase(), n),
+        None => (String::new(), id),
+    };
+    let api_base = entry
+        .api_base
+        .as_deref()
+        .map(|b| b.trim_end_matches('/').to_owned());
+    let env_key = |var: &str| std::env::var(var).ok().filter(|k| !k.is_empty());
+    let (endpoint, wire_model, auth) = match provider.as_str() {
+        "azure" => {
+            let base = api_base.ok_or_else(|| {
+                invalid("azure/ models need api_base (https://<resource>.openai.azure.com)".into())
+            })?;
+            let version = entry
+                .api_version
+                .clone()
+                .or_else(|| env_key("AZURE_API_VERSION"))
+                .ok_or_else(|| invalid("azure/ models need api_version".into()))?;
+            let key = entry.api_key.clone().or_else(|| env_key("AZURE_API_KEY"));
+            (
+                format!("{base}/openai/deployments/{name}/chat/completions?api-version={version}"),
+                name.to_owned(),
+                key.map_or(Auth::None, Auth::AzureKey),
+            )
+        }
+        "openai" | "" | "hosted_vllm" | "ollama" | "ollama_chat" | "openai_like" | "lm_studio"
+        | "llamacpp" => {
+            let base = match (&api_base, provider.as_str()) {
+                (Some(b), _) => b.clone(),
+                (None, "ollama" | "ollama_chat") => OLLAMA_API_BASE.to_owned(),
+                (None, "openai") => OPENAI_API_BASE.to_owned(),
+                (None, "") if entry.api_key.is_some() || env_key("OPENAI_API_KEY").is_some() => {
+                    OPENAI_API_BASE.to_owned()
+                }
+                (None, _) => {
+                    return Err(invalid(format!(
+                        "'{id}' needs api_base: the URL of an OpenAI-compatible endpoint"
+                    )));
+                }
+            };
+            let key = entry.api_key.clone().or_else(|| {
+                (base == OPENAI_API_BASE)
+                    .then(|| env_key("OPENAI_API_KEY"))
+                    .flatten()
+            });
+            (
+                format!("{base}/chat/completions"),
+                name.to_owned(),
+                key.map_or(Auth::None, Auth::Bearer),
+            )
+        }
+        // Any other provider prefix works through an OpenAI-compatible proxy (LiteLLM), which
+        // routes on the full id.
+        other => {
+            let base = api_base.ok_or_else(|| {
+                invalid(format!(
+                    "provider '{other}' is not spoken directly; set api_base to an \
+                     OpenAI-compatible endpoint (e.g. a LiteLLM proxy) or use openai/<model>"
+                ))
+            })?;
+            (
+                format!("{base}/chat/completions"),
+                id.to_owned(),
+                entry.api_key.clone().map_or(Auth::None, Auth::Bearer),
+            )
+        }
+    };
+    let known = known_model(name);
+    let context_window = entry
+        .custom_args
+        .as_ref()
+        .and_then(|c| c.max_context_size)
+        .or(settings.llm.max_context_size)
+        .or(known.map(|k| k.context_window))
+        .unwrap_or(FALLBACK_CONTEXT_WINDOW);
+    if context_window < 1024 {
+        return Err(invalid(format!(
+            "context window of {context_window} tokens is too small"
+        )));
+    }
+    let max_output_tokens = settings
+        .llm
+        .max_output_tokens
+        .or(entry.max_tokens)
+        .unwrap_or_else(|| default_output_budget(context_window, known.map(|k| k.max_output)));
+    let extra_params = entry
+        .extra
+        .iter()
+        .filter(|(k, _)| FORWARDED_PARAMS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for ignored in entry
+        .extra
+        .keys()
+        .filter(|k| !FORWARDED_PARAMS.contains(&k.as_str()))
+    {
+        tracing::debug!(
+            model = key,
+            field = ignored,
+            "model setting not forwarded to the provider"
+        );
+    }
+    let prices = match (entry.input_cost_per_token, entry.output_cost_per_token) {
+        (None, None) => None,
+        (i, o) => Some((i.unwrap_or(0.0), o.unwrap_or(0.0))),
+    };
+    Ok(ModelConfig {
+        key: key.to_owned(),
+        model_id: id.to_owned(),
+        wire_model,
+        endpoint,
+        auth,
+        temperature: entry.temperature.or(settings.llm.temperature),
+        max_tokens: entry.max_tokens,
+        context_window,
+        max_output_tokens,
+        vision: entry.vision.unwrap_or(false),
+        prices,
+        extra_params,
+        tokenizer: Tokenizer::for_model(name),
+    })
+}
+
+/// HolmesGPT's rule is `max(64000, 12% of the window)`; capped by what the model can emit and by
+/// half the window so small local models keep room for their input.
+fn default_output_budget(context_window: u32, model_max: Option<u32>) -> u32 {
+    let budget = 64_000.max(context_window / 100 * 12);
+    budget
+        .min(model_max.unwrap_or(u32::MAX))
+        .min(context_window / 2)
+}
+
+#[derive(Clone, Copy)]
+struct KnownModel {
+    context_window: u32,
+    max_output: u32,
+}
+
+/// Well-known OpenAI models; longest matching prefix wins. Anything else: 200000 / 64000.
+fn known_model(name: &str) -> Option<KnownModel> {
+    const TABLE: &[(&str, u32, u32)] = &[
+        ("gpt-5", 400_000, 128_000),
+        ("gpt-4.1", 1_047_576, 32_768),
+        ("gpt-4o", 128_000, 16_384),
+        ("gpt-4-turbo", 128_000, 4_096),
+        ("gpt-4", 8_192, 4_096),
+        ("gpt-3.5-turbo", 16_385, 4_096),
+        ("o1", 200_000, 100_000),
+        ("o3", 200_000, 100_000),
+        ("o4-mini", 200_000, 100_000),
+    ];
+    let name = name.to_ascii_lowercase();
+    TABLE
+        .iter()
+        .filter(|(prefix, _, _)| name.starts_with(prefix))
+        .max_by_key(|(prefix, _, _)| prefix.len())
+        .map(|&(_, context_window, max_output)| KnownModel {
+            context_window,
+            max_output,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(toml: &str) -> Settings {
+        Settings::from_toml(toml).unwrap()
+    }
+
+    #[test]
+    fn openai_compatible_entry() {
+        let s = settings(
+            "[models.local]\nmodel = \"openai/qwen\"\napi_base = \"http://127.0.0.1:8000/v1/\"\n",
+        );
+        let r = ModelRegistry::from_settings(&s).unwrap();
+        let m = r.resolve(Some("local")).unwrap();
+        assert_eq!(m.endpoint, "http://127.0.0.1:8000/v1/chat/completions");
+        assert_eq!(m.wire_model, "qwen");
+        assert_eq!(m.context_window, 200_000);
+        assert_eq!(m.max_output_tokens, 64_000);
+    }
+
+    #[test]
+    fn context_window_precedence() {
+        let s = settings(
+            "[llm]\nmax_context_size = 50000\n[models.a]\nmodel = \"openai/gpt-4o\"\napi_base = \"http://h\"\ncustom_args = { max_context_size = 9000 }\n[models.b]\nmodel = \"openai/gpt-4o\"\napi_base = \"http://h\"\n",
+        );
+        let r = ModelRegistry::from_settings(&s).unwrap();
+        assert_eq!(r.resolve(Some("a")).unwrap().context_window, 9000);
+        assert_eq!(r.resolve(Some("a")).unwrap().max_output_tokens, 4500);
+        assert_eq!(r.resolve(Some("b")).unwrap().context_window, 50000);
+    }
+
+    #[test]
+    fn known_models_and_budgets() {
+        assert_eq!(known_model("gpt-4o-mini").unwrap().context_window, 128_000);
+        assert_eq!(known_model("gpt-4").unwrap().context_window, 8_192);
+        assert_eq!(default_output_budget(128_000, Some(16_384)), 16_384);
+        assert_eq!(default_output_budget(1_000_000, None), 120_000);
+    }
+
+    #[test]
+    fn unknown_key_lists_valid_ones() {
+        let s = settings("[models.a]\nmodel = \"openai/x\"\napi_base = \"http://h\"\n");
+        let r = ModelRegistry::from_settings(&s).unwrap();
+        let err = r.resolve(Some("nope")).unwrap_err().to_string();
+        assert_eq!(err, "Unknown model 'nope'. Valid model keys: a");
+    }
+
+    #[test]
+    fn unsupported_provider_without_base_is_a_config_error() {
+        let s = settings("[models.c]\nmodel = \"anthropic/claude\"\n");
+        let err = ModelRegistry::from_settings(&s).unwrap_err().to_string();
+        assert!(
+            err.contains("model 'c'") && err.contains("api_base"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn model_list_yaml() {
+        // SAFETY: tests in this module do not read this variable concurrently.
+        unsafe { std::env::set_var("TRIAGE_TEST_KEY", "sk-test") };
+        let text = expand_env_placeholders(
+            "fast:\n  model: openai/gpt-4.1-mini\n  api_key: \"{{ env.TRIAGE_TEST_KEY }}\"\n  temperature: 0\n  custom_args:\n    max_context_size: 64000\n",
+        );
+        let list = parse_model_list(&text).unwrap();
+        assert_eq!(list[0].0, "fast");
+        assert_eq!(list[0].1.api_key.as_deref(), Some("sk-test"));
+        assert_eq!(
+            list[0].1.custom_args.as_ref().unwrap().max_context_size,
+            Some(64000)
+        );
+    }
+}

@@ -1,0 +1,341 @@
+//! Tools the agent can call: the `Tool` trait, the registry of built-in tools, and the
+//! execution of one tool call (argument parsing, timeout, panic containment).
+
+mod todowrite;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::context::tokens::Tokenizer;
+use crate::wire::ToolCall;
+use crate::wire::events::{ToolCallResult, ToolResultBody, ToolStatus};
+
+pub use todowrite::TodoWrite;
+
+const SCHEMA_VERSION: &str = "robusta:v1.0.0";
+const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a tool returns; becomes `tool_calling_result.result` and the tool message.
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    pub status: ToolStatus,
+    pub data: String,
+    pub error: Option<String>,
+    pub return_code: Option<i32>,
+    pub invocation: Option<String>,
+}
+
+impl ToolOutput {
+    pub fn success(data: impl Into<String>) -> Self {
+        ToolOutput {
+            status: ToolStatus::Success,
+            data: data.into(),
+            error: None,
+            return_code: None,
+            invocation: None,
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        ToolOutput {
+            status: ToolStatus::Error,
+            data: String::new(),
+            error: Some(message.into()),
+            return_code: None,
+            invocation: None,
+        }
+    }
+}
+
+/// Per-request facts a tool may need.
+#[derive(Debug, Clone, Default)]
+pub struct ToolContext {}
+
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &str;
+    fn toolset(&self) -> &str;
+    /// Shown to the LLM.
+    fn description(&self) -> &str;
+    /// JSON Schema of the parameters object.
+    fn parameters(&self) -> &Value;
+    /// One line for `tool_calling_result.description`, e.g. the command it will run.
+    fn one_liner(&self, params: &Value) -> String;
+    fn timeout(&self) -> Duration {
+        DEFAULT_TOOL_TIMEOUT
+    }
+    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// Parses a tool's parameters into its typed form, naming the offending field on failure.
+pub fn parse_params<T: DeserializeOwned>(params: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            format!("invalid parameters: {}", e.inner())
+        } else {
+            format!("invalid parameter `{path}`: {}", e.inner())
+        }
+    })
+}
+
+/// JSON Schema of a parameter type, as the LLM wants it (no `$schema` or `title`).
+pub fn parameters_schema<T: schemars::JsonSchema>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    if let Some(obj) = schema.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("title");
+    }
+    schema
+}
+
+/// The built-in tools, with their OpenAI definitions serialised once.
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+    definitions: Arc<RawValue>,
+    tokens_o200k: u32,
+    tokens_cl100k: u32,
+}
+
+impl ToolRegistry {
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> ToolRegistry {
+        let defs: Vec<Value> = tools
+            .iter()
+            .map(|t| definition(t.name(), t.description(), t.parameters()))
+            .collect();
+        let text = serde_json::to_string(&defs).unwrap_or_else(|_| "[]".into());
+        let tokens_o200k = Tokenizer::O200k.count(&text);
+        let tokens_cl100k = Tokenizer::Cl100k.count(&text);
+        let definitions = RawValue::from_string(text)
+            .map(Arc::from)
+            .unwrap_or_else(|_| Arc::from(RawValue::NULL.to_owned()));
+        ToolRegistry {
+            tools,
+            definitions,
+            tokens_o200k,
+            tokens_cl100k,
+        }
+    }
+
+    pub fn builtin() -> ToolRegistry {
+        ToolRegistry::new(vec![Arc::new(TodoWrite::new())])
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The `tools` array for the LLM request.
+    pub fn definitions(&self) -> &Arc<RawValue> {
+        &self.definitions
+    }
+
+    pub fn definitions_tokens(&self, tokenizer: Tokenizer) -> u32 {
+        match tokenizer {
+            Tokenizer::O200k => self.tokens_o200k,
+            Tokenizer::Cl100k => self.tokens_cl100k,
+        }
+    }
+}
+
+fn definition(name: &str, description: &str, parameters: &Value) -> Value {
+    serde_json::json!({
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters}
+    })
+}
+
+/// The outcome of one tool call: the client-facing result and the text the LLM sees.
+#[derive(Debug, Clone)]
+pub struct ExecutedCall {
+    pub result: ToolCallResult,
+    pub content: String,
+}
+
+/// Runs one tool call of the LLM. Every failure (bad arguments, unknown tool, timeout, panic)
+/// becomes an error result the model can read and recover from.
+pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext) -> ExecutedCall {
+    let name = call.function.name.as_str();
+    let started = Instant::now();
+    let params = match parse_arguments(&call.function.arguments) {
+        Ok(p) => p,
+        Err(msg) => {
+            return finish(
+                call,
+                None,
+                Value::Object(Default::default()),
+                ToolOutput::error(msg),
+                None,
+            );
+        }
+    };
+    let Some(tool) = registry.get(name) else {
+        return finish(
+            call,
+            None,
+            params,
+            ToolOutput::error(format!(
+                "Failed to find tool {name}: no tool of that name exists"
+            )),
+            None,
+        );
+    };
+    let description = tool.one_liner(&params);
+    let limit = tool.timeout();
+    let run = AssertUnwindSafe(tool.invoke(params.clone(), ctx)).catch_unwind();
+    let output = match tokio::time::timeout(limit, run).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(_panic)) => {
+            tracing::error!(tool = name, "tool panicked");
+            ToolOutput::error(format!("Tool call failed: {name} crashed"))
+        }
+        Err(_) => ToolOutput::error(format!(
+            "Tool call failed: {name} did not finish within {} s",
+            limit.as_secs()
+        )),
+    };
+    let mut executed = finish(
+        call,
+        Some((tool.toolset(), description)),
+        params,
+        output,
+        Some(started.elapsed()),
+    );
+    executed.result.toolset_name = Some(tool.toolset().to_owned());
+    executed
+}
+
+fn parse_arguments(raw: &str) -> Result<Value, String> {
+    if raw.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err("Invalid tool arguments: expected a JSON object".into()),
+        Err(e) => Err(format!("Invalid tool arguments: not valid JSON ({e})")),
+    }
+}
+
+fn finish(
+    call: &ToolCall,
+    tool: Option<(&str, String)>,
+    params: Value,
+    output: ToolOutput,
+    elapsed: Option<Duration>,
+) -> ExecutedCall {
+    let name = call.function.name.clone();
+    let content = message_content(&output);
+    let description = tool.map(|(_, d)| d).unwrap_or_else(|| name.clone());
+    ExecutedCall {
+        content,
+        result: ToolCallResult {
+            tool_call_id: call.id.clone(),
+            tool_name: name.clone(),
+            name,
+            description,
+            role: "tool".into(),
+            result: ToolResultBody {
+                schema_version: SCHEMA_VERSION.into(),
+                status: output.status,
+                error: output.error,
+                return_code: output.return_code,
+                data: output.data,
+                images: None,
+                url: None,
+                invocation: output.invocation,
+                params,
+                icon_url: None,
+                elapsed_seconds: elapsed.map(|d| d.as_secs_f64()),
+            },
+            toolset_name: None,
+        },
+    }
+}
+
+/// What the LLM reads in the tool message.
+fn message_content(output: &ToolOutput) -> String {
+    match (output.status, &output.error) {
+        (ToolStatus::Error, Some(err)) if output.data.is_empty() => format!("Error: {err}"),
+        (ToolStatus::Error, Some(err)) => format!("Error: {err}\n\n{}", output.data),
+        (ToolStatus::NoData, _) if output.data.is_empty() => "The tool returned no data.".into(),
+        _ => output.data.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Panicky(Value);
+    impl Tool for Panicky {
+        fn name(&self) -> &str {
+            "panicky"
+        }
+        fn toolset(&self) -> &str {
+            "test"
+        }
+        fn description(&self) -> &str {
+            "panics"
+        }
+        fn parameters(&self) -> &Value {
+            &self.0
+        }
+        fn one_liner(&self, _: &Value) -> String {
+            "panic".into()
+        }
+        fn invoke<'a>(&'a self, _: Value, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+            Box::pin(async { panic!("boom") })
+        }
+    }
+
+    fn call(name: &str, args: &str) -> ToolCall {
+        ToolCall::new("c1".into(), name.into(), args.into())
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_and_unknown_tools_become_error_results() {
+        let reg = ToolRegistry::builtin();
+        let ctx = ToolContext::default();
+        let r = execute(&reg, &call("TodoWrite", "{not json"), &ctx).await;
+        assert_eq!(r.result.result.status, ToolStatus::Error);
+        assert!(
+            r.content
+                .starts_with("Error: Invalid tool arguments: not valid JSON")
+        );
+        let r = execute(&reg, &call("TodoWrite", "[1]"), &ctx).await;
+        assert!(r.content.contains("expected a JSON object"));
+        let r = execute(&reg, &call("nope", "{}"), &ctx).await;
+        assert!(r.content.contains("Failed to find tool nope"));
+        let r = execute(&reg, &call("TodoWrite", "{\"todos\": 3}"), &ctx).await;
+        assert!(r.content.contains("`todos`"), "{}", r.content);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_tool_is_contained() {
+        let reg = ToolRegistry::new(vec![Arc::new(Panicky(json!({"type":"object"})))]);
+        let r = execute(&reg, &call("panicky", "{}"), &ToolContext::default()).await;
+        assert_eq!(r.result.result.status, ToolStatus::Error);
+        assert!(r.content.contains("crashed"));
+    }
+
+    #[test]
+    fn definitions_are_openai_tools() {
+        let reg = ToolRegistry::builtin();
+        let defs: Value = serde_json::from_str(reg.definitions().get()).unwrap();
+        assert_eq!(defs[0]["type"], "function");
+        assert_eq!(defs[0]["function"]["name"], "TodoWrite");
+        assert_eq!(defs[0]["function"]["parameters"]["type"], "object");
+        assert!(reg.definitions_tokens(Tokenizer::O200k) > 20);
+    }
+}

@@ -1,0 +1,237 @@
+//! SSE event payloads, in HolmesGPT's vocabulary. One enum so the agent loop can yield typed
+//! events and the HTTP layer alone decides how they travel (SSE frames or one JSON body).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{FollowUpAction, Message, Metadata};
+
+#[derive(Debug, Clone)]
+pub enum StreamEvent {
+    StartToolCalling(StartToolCalling),
+    ToolCallingResult(Box<ToolCallResult>),
+    AiMessage(AiMessage),
+    TokenCount(TokenCount),
+    ApprovalRequired(Box<ApprovalRequired>),
+    CompactionStart(CompactionStart),
+    Compacted(Box<Compacted>),
+    AnswerEnd(Box<AnswerEnd>),
+    Error(ErrorEvent),
+}
+
+impl StreamEvent {
+    pub fn name(&self) -> &'static str {
+        match self {
+            StreamEvent::StartToolCalling(_) => "start_tool_calling",
+            StreamEvent::ToolCallingResult(_) => "tool_calling_result",
+            StreamEvent::AiMessage(_) => "ai_message",
+            StreamEvent::TokenCount(_) => "token_count",
+            StreamEvent::ApprovalRequired(_) => "approval_required",
+            StreamEvent::CompactionStart(_) => "conversation_history_compaction_start",
+            StreamEvent::Compacted(_) => "conversation_history_compacted",
+            StreamEvent::AnswerEnd(_) => "ai_answer_end",
+            StreamEvent::Error(_) => "error",
+        }
+    }
+
+    /// Writes the event's `data` JSON (one line: serde_json never emits raw newlines).
+    pub fn write_data(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self {
+            StreamEvent::StartToolCalling(p) => serde_json::to_writer(out, p),
+            StreamEvent::ToolCallingResult(p) => serde_json::to_writer(out, p),
+            StreamEvent::AiMessage(p) => serde_json::to_writer(out, p),
+            StreamEvent::TokenCount(p) => serde_json::to_writer(out, p),
+            StreamEvent::ApprovalRequired(p) => serde_json::to_writer(out, p),
+            StreamEvent::CompactionStart(p) => serde_json::to_writer(out, p),
+            StreamEvent::Compacted(p) => serde_json::to_writer(out, p),
+            StreamEvent::AnswerEnd(p) => serde_json::to_writer(out, p),
+            StreamEvent::Error(p) => serde_json::to_writer(out, p),
+        }
+    }
+
+    /// Whether the stream ends after this event.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            StreamEvent::AnswerEnd(_) | StreamEvent::ApprovalRequired(_) | StreamEvent::Error(_)
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StartToolCalling {
+    pub tool_name: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCallResult {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub name: String,
+    /// The tool's parameterised one-liner, e.g. the command it ran.
+    pub description: String,
+    pub role: String,
+    pub result: ToolResultBody,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolset_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Success,
+    Error,
+    NoData,
+    ApprovalRequired,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ToolResultBody {
+    pub schema_version: String,
+    pub status: ToolStatus,
+    pub error: Option<String>,
+    pub return_code: Option<i32>,
+    /// The tool's output, always a string.
+    pub data: String,
+    pub images: Option<Value>,
+    pub url: Option<String>,
+    pub invocation: Option<String>,
+    pub params: Value,
+    pub icon_url: Option<String>,
+    pub elapsed_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AiMessage {
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TokenCount {
+    pub metadata: Metadata,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AnswerEnd {
+    pub analysis: String,
+    pub conversation_history: Vec<Message>,
+    pub follow_up_actions: Vec<FollowUpAction>,
+    pub metadata: Metadata,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalRequired {
+    /// Always null; the docs name it `content`, the reference sends `analysis`: both are sent.
+    pub content: Option<String>,
+    pub analysis: Option<String>,
+    pub conversation_history: Vec<Message>,
+    pub follow_up_actions: Vec<FollowUpAction>,
+    pub requires_approval: bool,
+    pub pending_approvals: Vec<PendingApproval>,
+    pub pending_frontend_tool_calls: Vec<PendingFrontendToolCall>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PendingApproval {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub description: String,
+    pub params: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PendingFrontendToolCall {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub arguments: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CompactionStart {
+    pub content: String,
+    pub metadata: CompactionStartMetadata,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CompactionStartMetadata {
+    pub initial_tokens: u32,
+    pub num_messages: usize,
+    pub max_context_size: u32,
+    pub threshold_pct: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Compacted {
+    pub content: String,
+    pub compaction_summary: Option<String>,
+    pub messages: Vec<Message>,
+    pub metadata: CompactedMetadata,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CompactedMetadata {
+    pub initial_tokens: u32,
+    pub compacted_tokens: u32,
+    pub compression_ratio_pct: f64,
+    pub num_messages_before: usize,
+    pub num_messages_after: usize,
+    pub max_context_size: u32,
+    pub threshold_pct: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_cost: Option<CompactionCost>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CompactionCost {
+    pub total_cost: f64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorEvent {
+    pub description: String,
+    pub error_code: i32,
+    pub msg: String,
+    pub success: bool,
+    /// The HTTP status a non-streaming request answers with; not part of the event.
+    #[serde(skip)]
+    pub http_status: u16,
+}
+
+pub const RATE_LIMIT_ERROR_CODE: i32 = 5204;
+pub const GENERIC_ERROR_CODE: i32 = 1;
+
+impl ErrorEvent {
+    pub fn new(description: String, rate_limited: bool) -> Self {
+        if rate_limited {
+            ErrorEvent {
+                description,
+                error_code: RATE_LIMIT_ERROR_CODE,
+                msg: "Rate limit exceeded".into(),
+                success: false,
+                http_status: 429,
+            }
+        } else {
+            ErrorEvent {
+                msg: description.clone(),
+                description,
+                error_code: GENERIC_ERROR_CODE,
+                success: false,
+                http_status: 500,
+            }
+        }
+    }
+
+    pub fn with_http_status(mut self, status: u16) -> Self {
+        self.http_status = status;
+        self
+    }
+}

@@ -1,0 +1,2 @@
+mod fake_llm;
+mod fake_llm_selftest;
