@@ -186,9 +186,17 @@ impl Settings {
 
     /// Parses settings from TOML text layered on the defaults (tests and tools).
     pub fn from_toml(text: &str) -> Result<Settings, ConfigError> {
-        let settings: Settings = Figment::from(Toml::string(DEFAULT_TOML))
-            .merge(Toml::string(text))
-            .extract()?;
+        Settings::from_toml_layers(&[text])
+    }
+
+    /// Like `from_toml`, with several layers, later ones winning key by key.
+    pub fn from_toml_layers(layers: &[&str]) -> Result<Settings, ConfigError> {
+        let figment = layers
+            .iter()
+            .fold(Figment::from(Toml::string(DEFAULT_TOML)), |f, layer| {
+                f.merge(Toml::string(layer))
+            });
+        let settings: Settings = figment.extract()?;
         settings.validate()?;
         Ok(settings)
     }

@@ -1,0 +1,169 @@
+//! `spawn_app()`: the real triage server on an ephemeral loopback port, configured against a
+//! scripted fake LLM on another port, plus small HTTP/SSE helpers.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::Value;
+use triage::config::Settings;
+use triage::startup::Application;
+
+use crate::fake_llm::{FakeLlm, http_client};
+
+pub struct TestApp {
+    pub base: String,
+    pub llm: FakeLlm,
+    pub client: reqwest::Client,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+/// One SSE event: its name and parsed data.
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub name: String,
+    pub data: Value,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with("").await
+}
+
+/// Starts triage with test defaults (fast retries and timeouts, a model `fake` pointing at
+/// the fake LLM) plus `extra` TOML layered on top. `{LLM}` in `extra` becomes the fake's URL.
+pub async fn spawn_app_with(extra: &str) -> TestApp {
+    let llm = FakeLlm::start().await;
+    let base_toml = format!(
+        r#"
+[server]
+host = "127.0.0.1"
+port = 0
+[llm]
+first_byte_timeout_secs = 5.0
+idle_timeout_secs = 5.0
+retry_base_delay_ms = 10
+retry_max_delay_ms = 50
+retry_max_elapsed_secs = 5.0
+[models.fake]
+model = "openai/fake-model"
+api_base = "{url}"
+"#,
+        url = llm.base_url()
+    );
+    let extra = extra.replace("{LLM}", &llm.base_url());
+    let settings = Settings::from_toml_layers(&[&base_toml, &extra]).expect("test settings");
+    spawn_with_settings(settings, llm).await
+}
+
+pub async fn spawn_with_settings(settings: Settings, llm: FakeLlm) -> TestApp {
+    let app = Application::build(settings).await.expect("app builds");
+    let base = format!("http://127.0.0.1:{}", app.port());
+    let server = tokio::spawn(async move {
+        let _ = app.run_until_stopped().await;
+    });
+    TestApp {
+        base,
+        llm,
+        client: http_client(),
+        server,
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn post_chat(&self, body: &Value) -> reqwest::Response {
+        self.post_raw("/api/chat", body.to_string()).await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: String) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request to triage")
+    }
+
+    /// Non-streaming chat: status and parsed body.
+    pub async fn chat_json(&self, body: &Value) -> (u16, Value) {
+        let resp = self.post_chat(body).await;
+        let status = resp.status().as_u16();
+        (status, json_body(resp).await)
+    }
+
+    /// Streaming chat: every event, in order (the body is read to its end).
+    pub async fn chat_sse(&self, body: &Value) -> Vec<Event> {
+        let mut body = body.clone();
+        body["stream"] = Value::Bool(true);
+        let resp = self.post_chat(&body).await;
+        assert_eq!(resp.status(), 200, "streaming chat status");
+        read_events(resp).await
+    }
+
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let resp = self.client.get(self.url(path)).send().await.expect("GET");
+        let status = resp.status().as_u16();
+        (status, json_body(resp).await)
+    }
+
+    /// The messages of the n-th request the fake LLM received.
+    pub fn llm_messages(&self, n: usize) -> Vec<Value> {
+        self.llm.requests()[n]["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The system prompt of the n-th LLM request, or "" when none was sent.
+    pub fn system_prompt_sent(&self, n: usize) -> String {
+        self.llm_messages(n)
+            .iter()
+            .find(|m| m["role"] == "system")
+            .and_then(|m| m["content"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
+pub async fn json_body(resp: reqwest::Response) -> Value {
+    let bytes = resp.bytes().await.expect("response body");
+    serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&bytes)))
+}
+
+pub async fn read_events(resp: reqwest::Response) -> Vec<Event> {
+    let mut stream = resp.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), stream.next())
+        .await
+        .expect("SSE stream stalled")
+    {
+        let ev = ev.expect("SSE event");
+        let data = serde_json::from_str(&ev.data)
+            .unwrap_or_else(|e| panic!("event {} data is not JSON ({e}): {}", ev.event, ev.data));
+        out.push(Event {
+            name: ev.event,
+            data,
+        });
+    }
+    out
+}
+
+pub fn names(events: &[Event]) -> Vec<&str> {
+    events.iter().map(|e| e.name.as_str()).collect()
+}
+
+pub fn last(events: &[Event]) -> &Event {
+    events.last().expect("at least one event")
+}
