@@ -21,6 +21,8 @@ pub struct Settings {
     pub prompts: PromptSettings,
     pub compat: CompatSettings,
     #[serde(default)]
+    pub toolsets: ToolsetSettings,
+    #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
     /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
     #[serde(default)]
@@ -76,6 +78,15 @@ pub struct PromptSettings {
     pub system_prompt_additions: String,
     #[serde(default)]
     pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsetSettings {
+    pub bash: crate::tools::bash::BashConfig,
+    pub kubernetes: crate::tools::kubernetes::KubernetesConfig,
+    pub prometheus: crate::tools::prometheus::PrometheusConfig,
+    pub internet: crate::tools::internet::InternetConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

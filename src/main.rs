@@ -83,7 +83,7 @@ async fn serve(settings: Settings) -> ExitCode {
 }
 
 async fn ask(settings: Settings, question: String, model: Option<String>) -> ExitCode {
-    let agent = match build_agent(&settings) {
+    let agent = match build_agent(&settings).await {
         Ok(a) => a,
         Err(e) => {
             eprintln!("triage: {e}");

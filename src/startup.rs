@@ -7,12 +7,12 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::agent::Agent;
-use crate::config::{ConfigError, Settings};
+use crate::config::{ConfigError, Settings, ToolsetSettings};
 use crate::context::tokens::Tokenizer;
 use crate::http::{AppState, router};
 use crate::llm::{LlmClient, ModelRegistry};
-use crate::prompt::{PromptInputs, Prompts};
-use crate::tools::ToolRegistry;
+use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
+use crate::tools::{self, ToolRegistry, ToolsetStatus};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
@@ -37,16 +37,34 @@ pub fn install_crypto_provider() {
 }
 
 /// Everything a request needs, built once: also used in-process by the CLI.
-pub fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError> {
+pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError> {
     install_crypto_provider();
     Tokenizer::warm_up();
     let models = ModelRegistry::from_settings(settings)?;
-    let tools = ToolRegistry::builtin();
+    let tools = load_tools(&settings.toolsets).await?;
     let inputs = PromptInputs {
         cluster_name: settings.prompts.cluster_name.clone(),
         system_prompt_additions: settings.prompts.system_prompt_additions.clone(),
-        toolsets: Vec::new(),
-        disabled_toolsets: Vec::new(),
+        toolsets: tools
+            .toolsets()
+            .iter()
+            .filter(|t| t.status == ToolsetStatus::Enabled)
+            .map(|t| ToolsetPrompt {
+                name: t.name.clone(),
+                instructions: t.instructions.clone(),
+            })
+            .collect(),
+        disabled_toolsets: tools
+            .toolsets()
+            .iter()
+            .filter_map(|t| match &t.status {
+                ToolsetStatus::Unavailable(reason) => Some(DisabledToolset {
+                    name: t.name.clone(),
+                    reason: reason.clone(),
+                }),
+                _ => None,
+            })
+            .collect(),
     };
     let prompts = Prompts::new(
         &inputs,
@@ -63,6 +81,37 @@ pub fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError> {
     ))
 }
 
+async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError> {
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()?;
+    let (kubernetes, prometheus) = tokio::join!(
+        tools::kubernetes::toolset(&cfg.kubernetes),
+        tools::prometheus::toolset(&cfg.prometheus, &http),
+    );
+    let toolsets = vec![
+        tools::core_toolset(),
+        tools::bash::toolset(&cfg.bash),
+        kubernetes,
+        prometheus,
+        tools::internet::toolset(&cfg.internet, &http),
+    ];
+    for t in &toolsets {
+        match &t.status {
+            ToolsetStatus::Enabled => {
+                tracing::info!(toolset = %t.name, tools = t.tools.len(), "toolset enabled")
+            }
+            ToolsetStatus::Disabled => {
+                tracing::info!(toolset = %t.name, "toolset disabled in config")
+            }
+            ToolsetStatus::Unavailable(reason) => {
+                tracing::warn!(toolset = %t.name, %reason, "toolset unavailable")
+            }
+        }
+    }
+    Ok(ToolRegistry::new(toolsets))
+}
+
 pub struct Application {
     listener: TcpListener,
     router: axum::Router,
@@ -71,7 +120,7 @@ pub struct Application {
 
 impl Application {
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
-        let agent = build_agent(&settings)?;
+        let agent = build_agent(&settings).await?;
         if agent.models.is_empty() {
             tracing::warn!("{}", crate::llm::registry::NO_MODEL_HELP);
         } else {

@@ -1,6 +1,10 @@
 //! Tools the agent can call: the `Tool` trait, the registry of built-in tools, and the
 //! execution of one tool call (argument parsing, timeout, panic containment).
 
+pub mod bash;
+pub mod internet;
+pub mod kubernetes;
+pub mod prometheus;
 mod todowrite;
 
 use std::panic::AssertUnwindSafe;
@@ -56,7 +60,57 @@ impl ToolOutput {
 
 /// Per-request facts a tool may need.
 #[derive(Debug, Clone, Default)]
-pub struct ToolContext {}
+pub struct ToolContext {
+    /// The user approved this very call: skip the tool's own approval checks.
+    pub user_approved: bool,
+}
+
+/// A named group of tools that is enabled, disabled by config, or unavailable here.
+pub struct Toolset {
+    pub name: String,
+    /// Added to the `toolset_instructions` prompt section when the toolset is enabled.
+    pub instructions: String,
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub status: ToolsetStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolsetStatus {
+    Enabled,
+    /// Turned off in config.
+    Disabled,
+    /// Enabled in config but unusable here (no binary, no server…), with the reason.
+    Unavailable(String),
+}
+
+impl Toolset {
+    pub fn enabled(name: &str, instructions: &str, tools: Vec<Arc<dyn Tool>>) -> Toolset {
+        Toolset {
+            name: name.to_owned(),
+            instructions: instructions.to_owned(),
+            tools,
+            status: ToolsetStatus::Enabled,
+        }
+    }
+
+    pub fn disabled(name: &str) -> Toolset {
+        Toolset {
+            name: name.to_owned(),
+            instructions: String::new(),
+            tools: Vec::new(),
+            status: ToolsetStatus::Disabled,
+        }
+    }
+
+    pub fn unavailable(name: &str, reason: impl Into<String>) -> Toolset {
+        Toolset {
+            name: name.to_owned(),
+            instructions: String::new(),
+            tools: Vec::new(),
+            status: ToolsetStatus::Unavailable(reason.into()),
+        }
+    }
+}
 
 pub trait Tool: Send + Sync {
     fn name(&self) -> &str;
@@ -95,16 +149,28 @@ pub fn parameters_schema<T: schemars::JsonSchema>() -> Value {
     schema
 }
 
-/// The built-in tools, with their OpenAI definitions serialised once.
+/// The enabled tools, with their OpenAI definitions serialised once, and every toolset's
+/// status (for the prompt and for operators).
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    toolsets: Vec<Toolset>,
     definitions: Arc<RawValue>,
     tokens_o200k: u32,
     tokens_cl100k: u32,
 }
 
+/// The always-on toolset: planning.
+pub fn core_toolset() -> Toolset {
+    Toolset::enabled("core_investigation", "", vec![Arc::new(TodoWrite::new())])
+}
+
 impl ToolRegistry {
-    pub fn new(tools: Vec<Arc<dyn Tool>>) -> ToolRegistry {
+    pub fn new(toolsets: Vec<Toolset>) -> ToolRegistry {
+        let tools: Vec<Arc<dyn Tool>> = toolsets
+            .iter()
+            .filter(|t| t.status == ToolsetStatus::Enabled)
+            .flat_map(|t| t.tools.iter().cloned())
+            .collect();
         let defs: Vec<Value> = tools
             .iter()
             .map(|t| definition(t.name(), t.description(), t.parameters()))
@@ -117,6 +183,7 @@ impl ToolRegistry {
             .unwrap_or_else(|_| Arc::from(RawValue::NULL.to_owned()));
         ToolRegistry {
             tools,
+            toolsets,
             definitions,
             tokens_o200k,
             tokens_cl100k,
@@ -124,7 +191,7 @@ impl ToolRegistry {
     }
 
     pub fn builtin() -> ToolRegistry {
-        ToolRegistry::new(vec![Arc::new(TodoWrite::new())])
+        ToolRegistry::new(vec![core_toolset()])
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
@@ -133,6 +200,10 @@ impl ToolRegistry {
 
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+
+    pub fn toolsets(&self) -> &[Toolset] {
+        &self.toolsets
     }
 
     /// The `tools` array for the LLM request.
@@ -323,7 +394,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_panicking_tool_is_contained() {
-        let reg = ToolRegistry::new(vec![Arc::new(Panicky(json!({"type":"object"})))]);
+        let reg = ToolRegistry::new(vec![Toolset::enabled(
+            "test",
+            "",
+            vec![Arc::new(Panicky(json!({"type":"object"})))],
+        )]);
         let r = execute(&reg, &call("panicky", "{}"), &ToolContext::default()).await;
         assert_eq!(r.result.result.status, ToolStatus::Error);
         assert!(r.content.contains("crashed"));

@@ -4,4 +4,9 @@ mod fake_llm;
 mod fake_llm_selftest;
 mod helpers;
 
+mod api_model;
+mod bad_input;
 mod chat_basic;
+mod conversation;
+mod llm_failures;
+mod streaming;

@@ -1,0 +1,260 @@
+//! Refusals before the agent starts: a precise status, a `{"detail": …}` body, JSON (never SSE,
+//! even when `stream: true` was asked for), and nothing sent to the LLM.
+
+use serde_json::{Value, json};
+use triage::config::Settings;
+
+use crate::fake_llm::FakeLlm;
+use crate::helpers::{TestApp, json_body, spawn_app, spawn_app_with, spawn_with_settings};
+
+/// POSTs a raw body to /api/chat; checks it is a JSON error (not SSE) and returns
+/// (status, detail).
+async fn refused(app: &TestApp, body: impl Into<String>) -> (u16, Value) {
+    let resp = app.post_raw("/api/chat", body.into()).await;
+    let status = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body = json_body(resp).await;
+    assert!(
+        content_type.starts_with("application/json"),
+        "errors are JSON, not {content_type:?}: {body}"
+    );
+    let obj = body.as_object().unwrap_or_else(|| panic!("object: {body}"));
+    assert_eq!(obj.len(), 1, "only `detail`: {body}");
+    (status, body["detail"].clone())
+}
+
+/// The single FastAPI-style validation entry of a 422 detail.
+fn validation_entry(detail: &Value) -> &Value {
+    let list = detail
+        .as_array()
+        .unwrap_or_else(|| panic!("422 detail is a list: {detail}"));
+    assert_eq!(list.len(), 1, "{detail}");
+    let entry = &list[0];
+    assert!(entry["type"].is_string(), "{detail}");
+    assert!(entry["msg"].is_string(), "{detail}");
+    assert!(entry["loc"].is_array(), "{detail}");
+    entry
+}
+
+fn detail_text(detail: &Value) -> String {
+    detail
+        .as_str()
+        .unwrap_or_else(|| panic!("detail is a string: {detail}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn malformed_json_is_400() {
+    let app = spawn_app().await;
+    for body in ["{\"ask\": ", "{ask: 'q'}", "{\"ask\": \"q\"} trailing"] {
+        let (status, detail) = refused(&app, body).await;
+        assert_eq!(status, 400, "{body}: {detail}");
+        assert!(!detail_text(&detail).is_empty());
+    }
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn empty_body_is_400() {
+    let app = spawn_app().await;
+    let (status, detail) = refused(&app, "").await;
+    assert_eq!(status, 400, "{detail}");
+    assert!(
+        detail_text(&detail).to_lowercase().contains("empty"),
+        "{detail}"
+    );
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn empty_json_array_body_is_422() {
+    let app = spawn_app().await;
+    let (status, detail) = refused(&app, "[]").await;
+    assert_eq!(status, 422, "{detail}");
+    validation_entry(&detail);
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn json_array_body_with_elements_is_422() {
+    let app = spawn_app().await;
+    app.llm
+        .push(crate::fake_llm::Step::text("should not be asked"));
+    let (status, detail) = refused(&app, "[\"Why is my pod crashing?\"]").await;
+    assert_eq!(status, 422, "{detail}");
+    validation_entry(&detail);
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn wrong_types_are_422_naming_the_field() {
+    let app = spawn_app().await;
+    for (body, field) in [
+        (json!({"ask": "q", "stream": "yes"}), "stream"),
+        (json!({"ask": 5}), "ask"),
+        (
+            json!({"ask": "q", "conversation_history": "none"}),
+            "conversation_history",
+        ),
+        (
+            json!({"ask": "q", "behavior_controls": {"intro": "off"}}),
+            "behavior_controls",
+        ),
+    ] {
+        let (status, detail) = refused(&app, body.to_string()).await;
+        assert_eq!(status, 422, "{body}: {detail}");
+        let entry = validation_entry(&detail);
+        assert_eq!(entry["loc"][0], "body", "{detail}");
+        assert_eq!(entry["loc"][1], field, "{detail}");
+        assert!(entry["msg"].as_str().unwrap().contains(field), "{detail}");
+    }
+    let (_, detail) = refused(&app, json!({"ask": "q", "stream": "yes"}).to_string()).await;
+    assert_eq!(detail[0]["loc"], json!(["body", "stream"]));
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn missing_ask_is_422_naming_ask() {
+    let app = spawn_app().await;
+    for body in [json!({}), json!({"stream": false, "model": "fake"})] {
+        let (status, detail) = refused(&app, body.to_string()).await;
+        assert_eq!(status, 422, "{body}: {detail}");
+        let entry = validation_entry(&detail);
+        assert_eq!(entry["loc"][0], "body");
+        assert!(entry["msg"].as_str().unwrap().contains("ask"), "{detail}");
+    }
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn non_object_history_item_is_422_with_its_index() {
+    let app = spawn_app().await;
+    let (status, detail) = refused(
+        &app,
+        json!({"ask": "q", "conversation_history": [3]}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 422, "{detail}");
+    assert_eq!(
+        validation_entry(&detail)["loc"],
+        json!(["body", "conversation_history", 0])
+    );
+
+    let (status, detail) = refused(
+        &app,
+        json!({"ask": "q", "conversation_history": [{"role": "user", "content": "hi"}, "oops"]})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(status, 422, "{detail}");
+    assert_eq!(
+        validation_entry(&detail)["loc"],
+        json!(["body", "conversation_history", 1])
+    );
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn unknown_model_is_400_listing_the_valid_keys() {
+    let app = spawn_app_with("[models.other]\nmodel = \"openai/x\"\napi_base = \"{LLM}\"\n").await;
+    let (status, detail) = refused(
+        &app,
+        json!({"ask": "q", "model": "gpt-5-turbo-max"}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 400, "{detail}");
+    let text = detail_text(&detail);
+    assert!(text.contains("gpt-5-turbo-max"), "{text}");
+    assert!(
+        text.contains("fake") && text.contains("other"),
+        "lists valid keys: {text}"
+    );
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn empty_ask_without_resume_data_is_400() {
+    let app = spawn_app().await;
+    for ask in ["", "   \n"] {
+        let (status, detail) = refused(&app, json!({"ask": ask}).to_string()).await;
+        assert_eq!(status, 400, "{ask:?}: {detail}");
+        assert!(detail_text(&detail).contains("ask"), "{detail}");
+    }
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn oversized_body_is_413() {
+    let app = spawn_app_with("[server]\nbody_limit_bytes = 2048\n").await;
+    let ask = "x".repeat(10 * 1024);
+    let (status, detail) = refused(&app, json!({"ask": ask}).to_string()).await;
+    assert_eq!(status, 413, "{detail}");
+    assert!(detail_text(&detail).contains("2048"), "{detail}");
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn body_under_the_limit_is_accepted() {
+    let app = spawn_app_with("[server]\nbody_limit_bytes = 2048\n").await;
+    app.llm.push(crate::fake_llm::Step::text("ok"));
+    let (status, body) = app.chat_json(&json!({"ask": "x".repeat(1024)})).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn streaming_requests_are_refused_with_http_errors_too() {
+    let app = spawn_app_with("[server]\nbody_limit_bytes = 2048\n").await;
+    let cases: Vec<(Value, u16)> = vec![
+        (json!({"stream": true}), 422),
+        (json!({"ask": 5, "stream": true}), 422),
+        (
+            json!({"ask": "q", "stream": true, "conversation_history": [3]}),
+            422,
+        ),
+        (json!({"ask": "q", "stream": true, "model": "nope"}), 400),
+        (json!({"ask": "", "stream": true}), 400),
+        (json!({"ask": "x".repeat(10 * 1024), "stream": true}), 413),
+    ];
+    for (body, expected) in cases {
+        let (status, detail) = refused(&app, body.to_string()).await;
+        assert_eq!(status, expected, "{detail}");
+    }
+    let (status, detail) = refused(
+        &app,
+        json!({"ask": "q", "stream": true, "model": "nope"}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(detail_text(&detail).contains("nope"), "{detail}");
+    assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn server_without_a_model_starts_and_answers_503() {
+    if std::env::var("OPENAI_API_KEY").is_ok() {
+        eprintln!("skipped: OPENAI_API_KEY is set, so the registry configures a default model");
+        return;
+    }
+    let settings = Settings::from_toml("[server]\nhost = \"127.0.0.1\"\nport = 0\n")
+        .expect("settings without models");
+    assert!(settings.models.is_empty());
+    let app = spawn_with_settings(settings, FakeLlm::start().await).await;
+
+    let (status, body) = app.get_json("/api/model").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!({"model_name": []}));
+
+    for stream in [false, true] {
+        let (status, detail) =
+            refused(&app, json!({"ask": "q", "stream": stream}).to_string()).await;
+        assert_eq!(status, 503, "stream={stream}: {detail}");
+        let text = detail_text(&detail);
+        assert!(text.contains("OPENAI_API_KEY"), "{text}");
+        assert!(text.contains("MODEL"), "{text}");
+    }
+    assert_eq!(app.llm.request_count(), 0);
+}
