@@ -27,6 +27,14 @@ pub fn read_body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<By
 /// Malformed JSON → 400; valid JSON of the wrong shape → 422 with a FastAPI-style list of
 /// `{type, loc, msg}` naming the field.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // serde lets a struct be read from an array; a request body must be an object.
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|b| *b != b'{') && serde_json::from_slice::<Value>(bytes).is_ok() {
+        return Err(ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            detail: json!([{ "type": "model_attributes_type", "loc": ["body"], "msg": "the request body must be a JSON object" }]),
+        });
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
     if parsed.is_ok()
@@ -96,6 +104,8 @@ mod tests {
             "{}",
             e.detail
         );
+        let e = parse_json::<ChatRequest>(br#"["q"]"#).unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
         let e = parse_json::<ChatRequest>(br#"{"ask":"q","stream":"yes"}"#).unwrap_err();
         assert_eq!(e.detail[0]["loc"], json!(["body", "stream"]));
     }

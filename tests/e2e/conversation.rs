@@ -364,11 +364,13 @@ async fn time_runbooks_false_drops_the_date_paragraph() {
     let app = spawn_app().await;
     app.llm.push(Step::text("ok"));
     app.llm.push(Step::text("ok"));
-    app.chat_json(&json!({"ask": "When did it fail?"})).await;
-    app.chat_json(
-        &json!({"ask": "When did it fail?", "behavior_controls": {"time_runbooks": false}}),
-    )
-    .await;
+    let (s1, _) = app.chat_json(&json!({"ask": "When did it fail?"})).await;
+    let (s2, _) = app
+        .chat_json(
+            &json!({"ask": "When did it fail?", "behavior_controls": {"time_runbooks": false}}),
+        )
+        .await;
+    assert_eq!((s1, s2), (200, 200));
     let marker = time_paragraph_start();
     let with = content(&app.llm_messages(0)[1]).to_owned();
     let without = content(&app.llm_messages(1)[1]).to_owned();
@@ -491,9 +493,11 @@ async fn additional_system_prompt_is_appended_with_default_config() {
     let app = spawn_app().await;
     app.llm.push(Step::text("ok"));
     app.llm.push(Step::text("ok"));
-    app.chat_json(&json!({"ask": "q"})).await;
-    app.chat_json(&json!({"ask": "q", "additional_system_prompt": "Answer in haiku."}))
+    let (s1, _) = app.chat_json(&json!({"ask": "q"})).await;
+    let (s2, _) = app
+        .chat_json(&json!({"ask": "q", "additional_system_prompt": "Answer in haiku."}))
         .await;
+    assert_eq!((s1, s2), (200, 200));
     let base = app.system_prompt_sent(0);
     let extended = app.system_prompt_sent(1);
     assert!(!base.contains("Answer in haiku."));
