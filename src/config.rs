@@ -21,6 +21,8 @@ pub struct Settings {
     pub prompts: PromptSettings,
     pub compat: CompatSettings,
     #[serde(default)]
+    pub approvals: ApprovalSettings,
+    #[serde(default)]
     pub toolsets: ToolsetSettings,
     #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
@@ -67,6 +69,19 @@ pub struct LlmSettings {
 #[serde(deny_unknown_fields)]
 pub struct AgentSettings {
     pub max_steps: u32,
+    /// A tool result may take at most this share of the context window…
+    pub tool_budget_pct: f64,
+    /// …and at most this many tokens; larger results are cut with `[TRUNCATED]`.
+    pub tool_budget_tokens: u32,
+    /// Refuse a tool call identical to one already run in the same request.
+    pub duplicate_call_guard: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalSettings {
+    /// HMAC key for pending-approval tokens; set it so every replica can verify a resume.
+    pub signing_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -147,6 +162,16 @@ const HOLMES_ENV: &[(&str, &str)] = &[
     ("HOLMES_HOST", "server.host"),
     ("HOLMES_PORT", "server.port"),
     ("MAX_STEPS", "agent.max_steps"),
+    (
+        "TOOL_MAX_ALLOCATED_CONTEXT_WINDOW_PCT",
+        "agent.tool_budget_pct",
+    ),
+    (
+        "TOOL_MAX_ALLOCATED_CONTEXT_WINDOW_TOKENS",
+        "agent.tool_budget_tokens",
+    ),
+    ("TOOL_CALL_SAFEGUARDS_ENABLED", "agent.duplicate_call_guard"),
+    ("HOLMES_APPROVAL_SIGNING_KEY", "approvals.signing_key"),
     ("ENABLED_PROMPTS", "prompts.enabled"),
     ("CLUSTER_NAME", "prompts.cluster_name"),
     ("OVERRIDE_MAX_CONTENT_SIZE", "llm.max_context_size"),
@@ -233,6 +258,12 @@ impl Settings {
         if !(keepalive.is_finite() && keepalive >= 0.0) {
             return Err(ConfigError::Invalid(format!(
                 "`server.keepalive_interval_secs` must be 0 (off) or positive, got {keepalive}"
+            )));
+        }
+        let pct = self.agent.tool_budget_pct;
+        if !(pct.is_finite() && pct > 0.0 && pct <= 100.0) {
+            return Err(ConfigError::Invalid(format!(
+                "`agent.tool_budget_pct` (TOOL_MAX_ALLOCATED_CONTEXT_WINDOW_PCT) must be in (0, 100], got {pct}"
             )));
         }
         if self.agent.max_steps == 0 {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, AgentOptions, ApprovalSigner};
 use crate::config::{ConfigError, Settings, ToolsetSettings};
 use crate::context::tokens::Tokenizer;
 use crate::http::{AppState, router};
@@ -72,13 +72,20 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
         settings.prompts.dir.as_deref(),
     )?;
     let llm = LlmClient::new(&settings.llm)?;
-    Ok(Agent::new(
+    let a = &settings.agent;
+    Ok(Arc::new(Agent {
         models,
         llm,
         prompts,
         tools,
-        settings.agent.max_steps,
-    ))
+        signer: ApprovalSigner::new(settings.approvals.signing_key.as_deref()),
+        options: AgentOptions {
+            max_steps: a.max_steps,
+            tool_budget_pct: a.tool_budget_pct,
+            tool_budget_tokens: a.tool_budget_tokens,
+            duplicate_call_guard: a.duplicate_call_guard,
+        },
+    }))
 }
 
 async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError> {

@@ -1,21 +1,47 @@
 //! The agentic loop: call the LLM, run the tools it asks for (concurrently), feed the results
-//! back, until it answers or the step budget is spent. Events are yielded as they happen.
+//! back, until it answers or the step budget is spent. Calls that need approval, and frontend
+//! tools in pause mode, end the stream with `approval_required`; a later request resumes.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use serde_json::Value;
 
 use super::Agent;
+use super::approvals::canonical;
+use super::frontend::{DEFAULT_NOOP_RESPONSE, FrontendTool};
 use super::metadata::UsageTracker;
 use super::prepare::PreparedChat;
-use crate::context::tokens::count_message;
+use crate::context::conversation::Conversation;
+use crate::context::tokens::{Tokenizer, count_message};
+use crate::context::truncation::{self, ToolBudget};
 use crate::llm::{CompletionRequest, LlmError};
-use crate::tools::{ToolContext, execute};
+use crate::tools::{ExecutedCall, ToolContext, ToolOutput, execute, executed_from};
 use crate::wire::events::{
-    AiMessage, AnswerEnd, ErrorEvent, StartToolCalling, TokenCount, ToolCallResult,
+    AiMessage, AnswerEnd, ApprovalRequired, ErrorEvent, PendingApproval, PendingFrontendToolCall,
+    StartToolCalling, TokenCount, ToolStatus,
 };
-use crate::wire::response::Usage;
-use crate::wire::{Message, StreamEvent};
+use crate::wire::request::FrontendToolMode;
+use crate::wire::response::{Truncation, Usage};
+use crate::wire::{Message, StreamEvent, ToolCall};
+
+/// Mutable state of one request's run.
+pub(super) struct Run {
+    pub conv: Conversation,
+    pub usage: UsageTracker,
+    pub truncations: Vec<Truncation>,
+    /// (tool, canonical arguments) of calls made in this request: the duplicate-call guard.
+    pub seen_calls: HashSet<(String, String)>,
+    pub budget: ToolBudget,
+}
+
+/// What became of one tool call of the LLM's reply.
+enum Outcome {
+    Done(ExecutedCall),
+    AwaitingApproval(ExecutedCall),
+    FrontendPause(PendingFrontendToolCall),
+}
 
 impl Agent {
     /// Runs a prepared chat. The stream ends after its terminal event (`ai_answer_end`,
@@ -25,18 +51,38 @@ impl Agent {
         chat: PreparedChat,
     ) -> impl Stream<Item = StreamEvent> + Send + 'static {
         async_stream::stream! {
-            let PreparedChat { model, conversation: mut conv, follow_up_actions, response_format, request_id } = chat;
-            let tools_tokens = self.tools.definitions_tokens(model.tokenizer);
-            let mut usage = UsageTracker::default();
-            let ctx = ToolContext::default();
-            let max_steps = self.max_steps;
+            let PreparedChat {
+                model, conversation, follow_up_actions, response_format, request_id,
+                tool_definitions, tools_tokens, frontend_tools, pause_for_approval, tool_budget,
+                tool_decisions, frontend_tool_results,
+            } = chat;
+            let mut run = Run {
+                conv: conversation,
+                usage: UsageTracker::default(),
+                truncations: Vec::new(),
+                seen_calls: HashSet::new(),
+                budget: tool_budget,
+            };
+            // Resume: answer the calls the last request paused on, then carry on.
+            let resumed = self.resume(&mut run, model.tokenizer, &tool_decisions, &frontend_tool_results).await;
+            match resumed {
+                Ok(events) => {
+                    for event in events {
+                        yield event;
+                    }
+                }
+                Err(event) => {
+                    yield event;
+                    return;
+                }
+            }
+            let max_steps = self.options.max_steps;
             for step in 1..=max_steps {
                 let last_step = step == max_steps;
-                let tools = (!last_step && !self.tools.is_empty())
-                    .then(|| self.tools.definitions().as_ref());
+                let tools = tool_definitions.as_deref().filter(|_| !last_step);
                 let request = CompletionRequest {
                     model: &model,
-                    messages: conv.messages(),
+                    messages: run.conv.messages(),
                     tools,
                     response_format: response_format.as_ref(),
                 };
@@ -48,8 +94,8 @@ impl Agent {
                         return;
                     }
                 };
-                let prompt_estimate = u64::from(conv.total() + tools_tokens);
-                let reply = Message::assistant(
+                let prompt_estimate = u64::from(run.conv.total() + tools_tokens);
+                let mut reply = Message::assistant(
                     completion.content.clone(),
                     completion.reasoning.clone(),
                     completion.tool_calls.clone(),
@@ -63,35 +109,60 @@ impl Agent {
                         total_tokens: prompt_estimate + completion_tokens,
                     }
                 });
-                usage.record(call_usage, &model);
-                conv.push(reply);
-                yield StreamEvent::TokenCount(TokenCount { metadata: usage.snapshot(&conv, tools_tokens, &model) });
+                run.usage.record(call_usage, &model);
 
                 let calls = completion.tool_calls;
                 if calls.is_empty() {
-                    let mut metadata = usage.snapshot(&conv, tools_tokens, &model);
+                    run.conv.push(reply);
+                    let mut metadata = run.metadata(tools_tokens, &model);
+                    yield StreamEvent::TokenCount(TokenCount { metadata: metadata.clone() });
                     metadata.finish_reason = completion.finish_reason;
                     metadata.request_id = Some(request_id);
                     yield StreamEvent::AnswerEnd(Box::new(AnswerEnd {
                         analysis: completion.content.unwrap_or_default(),
-                        conversation_history: conv.into_messages(),
+                        conversation_history: run.conv.into_messages(),
                         follow_up_actions,
                         metadata,
                     }));
                     return;
                 }
                 if last_step {
+                    run.conv.push(reply);
+                    yield StreamEvent::TokenCount(TokenCount { metadata: run.metadata(tools_tokens, &model) });
                     yield StreamEvent::Error(ErrorEvent::new(
                         format!("Too many LLM calls - exceeded max_steps: {step}/{max_steps}"),
                         false,
                     ));
                     return;
                 }
+                let assistant_index = run.conv.len();
+                // Pending flags are set on the reply before it joins the history (counts are
+                // unaffected: flags are not sent to the LLM).
+                let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
+                let mut scheduled = Vec::new();
+                for (i, call) in calls.iter().enumerate() {
+                    match self.plan_call(call, &frontend_tools, &mut run) {
+                        Planned::Immediate(outcome) => outcomes.push(Some(outcome)),
+                        Planned::Execute => {
+                            outcomes.push(None);
+                            scheduled.push(i);
+                        }
+                    }
+                }
+                if let Some(reply_calls) = reply.tool_calls.as_mut() {
+                    for (call, outcome) in reply_calls.iter_mut().zip(&outcomes) {
+                        if let Some(Outcome::FrontendPause(_)) = outcome {
+                            call.pending_frontend = Some(true);
+                        }
+                    }
+                }
+                run.conv.push(reply);
+                yield StreamEvent::TokenCount(TokenCount { metadata: run.metadata(tools_tokens, &model) });
                 if completion.content.is_some() || completion.reasoning.is_some() {
                     yield StreamEvent::AiMessage(AiMessage {
                         content: completion.content,
                         reasoning: completion.reasoning,
-                        metadata: Some(usage.snapshot(&conv, tools_tokens, &model)),
+                        metadata: Some(run.metadata(tools_tokens, &model)),
                     });
                 }
                 for call in &calls {
@@ -100,34 +171,194 @@ impl Agent {
                         id: call.id.clone(),
                     });
                 }
+                for outcome in outcomes.iter().flatten() {
+                    if let Outcome::Done(executed) = outcome {
+                        yield tool_result_event(executed);
+                    }
+                }
                 // Results are reported as they finish, but join the history in the order the
                 // model asked for them.
-                let mut contents: Vec<Option<String>> = vec![None; calls.len()];
-                let mut running: FuturesUnordered<_> = calls
+                let ctx = ToolContext::default();
+                let mut running: FuturesUnordered<_> = scheduled
                     .iter()
-                    .enumerate()
-                    .map(|(i, call)| {
-                        let tools = &self.tools;
+                    .map(|&i| {
+                        let call = &calls[i];
                         let ctx = &ctx;
+                        let tools = &self.tools;
                         async move { (i, execute(tools, call, ctx).await) }
                     })
                     .collect();
-                while let Some((i, executed)) = running.next().await {
-                    contents[i] = Some(executed.content);
-                    yield tool_result_event(executed.result);
+                while let Some((i, mut executed)) = running.next().await {
+                    run.limit_size(&mut executed, model.tokenizer);
+                    let outcome = if executed.result.result.status == ToolStatus::ApprovalRequired {
+                        if pause_for_approval {
+                            Outcome::AwaitingApproval(executed)
+                        } else {
+                            Outcome::Done(rejected_for_security(executed))
+                        }
+                    } else {
+                        Outcome::Done(executed)
+                    };
+                    match &outcome {
+                        Outcome::Done(e) | Outcome::AwaitingApproval(e) => yield tool_result_event(e),
+                        Outcome::FrontendPause(_) => {}
+                    }
+                    outcomes[i] = Some(outcome);
                 }
                 drop(running);
-                for (call, content) in calls.iter().zip(contents) {
-                    conv.push(Message::tool(&call.id, &call.function.name, content.unwrap_or_default()));
+
+                let mut pending_approvals = Vec::new();
+                let mut pending_frontend = Vec::new();
+                for (call, outcome) in calls.iter().zip(outcomes) {
+                    match outcome {
+                        Some(Outcome::Done(executed)) => {
+                            run.conv.push(Message::tool(&call.id, &call.function.name, executed.content));
+                        }
+                        Some(Outcome::AwaitingApproval(executed)) => {
+                            let token = self.signer.sign(&call.id, &call.function.name, &call.function.arguments);
+                            mark_pending_approval(&mut run.conv, assistant_index, &call.id, token);
+                            pending_approvals.push(PendingApproval {
+                                tool_call_id: call.id.clone(),
+                                tool_name: call.function.name.clone(),
+                                description: executed.result.description,
+                                params: executed.result.result.params,
+                            });
+                        }
+                        Some(Outcome::FrontendPause(pending)) => pending_frontend.push(pending),
+                        None => {}
+                    }
                 }
-                yield StreamEvent::TokenCount(TokenCount { metadata: usage.snapshot(&conv, tools_tokens, &model) });
+                yield StreamEvent::TokenCount(TokenCount { metadata: run.metadata(tools_tokens, &model) });
+                if !pending_approvals.is_empty() || !pending_frontend.is_empty() {
+                    yield StreamEvent::ApprovalRequired(Box::new(ApprovalRequired {
+                        content: None,
+                        analysis: None,
+                        conversation_history: run.conv.into_messages(),
+                        follow_up_actions,
+                        requires_approval: true,
+                        pending_approvals,
+                        pending_frontend_tool_calls: pending_frontend,
+                    }));
+                    return;
+                }
             }
+        }
+    }
+
+    /// Decides what to do with a call before anything runs: frontend tools and duplicates are
+    /// answered at once; everything else is executed.
+    fn plan_call(&self, call: &ToolCall, frontend: &[FrontendTool], run: &mut Run) -> Planned {
+        let name = &call.function.name;
+        if let Some(tool) = frontend.iter().find(|t| t.name == *name) {
+            return Planned::Immediate(match tool.mode {
+                FrontendToolMode::Pause => Outcome::FrontendPause(PendingFrontendToolCall {
+                    tool_call_id: call.id.clone(),
+                    tool_name: name.clone(),
+                    arguments: serde_json::from_str(&call.function.arguments)
+                        .unwrap_or_else(|_| Value::Object(Default::default())),
+                }),
+                FrontendToolMode::Noop => {
+                    let text = tool
+                        .noop_response
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_NOOP_RESPONSE.into());
+                    Outcome::Done(executed_from(
+                        call,
+                        "frontend",
+                        &format!("Frontend tool: {name}"),
+                        ToolOutput::success(text),
+                    ))
+                }
+            });
+        }
+        if self.options.duplicate_call_guard
+            && !run
+                .seen_calls
+                .insert((name.clone(), canonical(&call.function.arguments)))
+        {
+            return Planned::Immediate(Outcome::Done(executed_from(
+                call,
+                "",
+                name,
+                ToolOutput::error(
+                    "Refusing to run this tool call: an identical call (same tool, same arguments) \
+                     already ran in this request. Use its earlier output, or change the arguments.",
+                ),
+            )));
+        }
+        Planned::Execute
+    }
+}
+
+enum Planned {
+    Immediate(Outcome),
+    Execute,
+}
+
+impl Run {
+    pub fn metadata(
+        &self,
+        tools_tokens: u32,
+        model: &crate::llm::ModelConfig,
+    ) -> crate::wire::Metadata {
+        let mut m = self.usage.snapshot(&self.conv, tools_tokens, model);
+        m.truncations = self.truncations.clone();
+        m
+    }
+
+    /// Cuts an oversized result to the per-tool budget and records the cut.
+    pub fn limit_size(&mut self, executed: &mut ExecutedCall, tok: Tokenizer) {
+        let Some((cut, end_index, original)) = self.budget.cut(tok, &executed.content) else {
+            return;
+        };
+        self.truncations.push(truncation::record(
+            &executed.result.tool_call_id,
+            &executed.result.tool_name,
+            end_index,
+            original,
+        ));
+        executed.content = cut;
+        if let Some((data, _, _)) = self.budget.cut(tok, &executed.result.result.data) {
+            executed.result.result.data = data;
         }
     }
 }
 
-fn tool_result_event(result: ToolCallResult) -> StreamEvent {
-    StreamEvent::ToolCallingResult(Box::new(result))
+fn mark_pending_approval(
+    conv: &mut Conversation,
+    assistant_index: usize,
+    call_id: &str,
+    token: String,
+) {
+    if let Some(call) = conv
+        .message_mut(assistant_index)
+        .tool_calls
+        .iter_mut()
+        .flatten()
+        .find(|c| c.id == call_id)
+    {
+        call.pending_approval = Some(true);
+        call.approval_token = Some(token);
+    }
+}
+
+/// Approvals are off (automation): the call becomes an error the LLM can recover from.
+fn rejected_for_security(mut executed: ExecutedCall) -> ExecutedCall {
+    let reason = executed
+        .result
+        .result
+        .error
+        .take()
+        .unwrap_or_else(|| "the command needs approval".into());
+    let message = format!("Tool call rejected for security reasons: {reason}");
+    executed.result.result.status = ToolStatus::Error;
+    executed.content = format!("Error: {message}");
+    executed.result.result.error = Some(message);
+    executed
+}
+
+pub(super) fn tool_result_event(executed: &ExecutedCall) -> StreamEvent {
+    StreamEvent::ToolCallingResult(Box::new(executed.result.clone()))
 }
 
 pub(crate) fn llm_error_event(e: &LlmError) -> StreamEvent {

@@ -1,41 +1,33 @@
 //! The agent: turns a chat request into a conversation and runs the agentic loop over it,
 //! yielding typed events. It knows nothing of HTTP; dropping its stream cancels everything.
 
+mod approvals;
 mod chat_loop;
+mod frontend;
 mod images;
 mod metadata;
 mod prepare;
-
-use std::sync::Arc;
+mod resume;
 
 use crate::llm::{LlmClient, ModelRegistry};
 use crate::prompt::Prompts;
 use crate::tools::ToolRegistry;
 
+pub use approvals::{ApprovalSigner, TokenError};
 pub use prepare::{ChatError, PreparedChat};
+
+pub struct AgentOptions {
+    pub max_steps: u32,
+    pub tool_budget_pct: f64,
+    pub tool_budget_tokens: u32,
+    pub duplicate_call_guard: bool,
+}
 
 pub struct Agent {
     pub models: ModelRegistry,
     pub llm: LlmClient,
     pub prompts: Prompts,
     pub tools: ToolRegistry,
-    pub max_steps: u32,
-}
-
-impl Agent {
-    pub fn new(
-        models: ModelRegistry,
-        llm: LlmClient,
-        prompts: Prompts,
-        tools: ToolRegistry,
-        max_steps: u32,
-    ) -> Arc<Agent> {
-        Arc::new(Agent {
-            models,
-            llm,
-            prompts,
-            tools,
-            max_steps,
-        })
-    }
+    pub signer: ApprovalSigner,
+    pub options: AgentOptions,
 }

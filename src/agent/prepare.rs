@@ -1,16 +1,20 @@
-//! Request → conversation: model lookup, validation, follow-up actions, the regenerated
-//! system prompt at index 0 and the new user message. Everything that can be refused before
-//! the first byte of a response is refused here.
+//! Request → conversation: model lookup, validation, follow-up actions, tools for this
+//! request, the regenerated system prompt at index 0 and the new user message. Everything
+//! that can be refused before the first byte of a response is refused here.
 
 use std::sync::Arc;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::Agent;
+use super::frontend::{self, FrontendTool};
 use super::images::vision_content;
 use crate::context::conversation::Conversation;
 use crate::context::tokens::MESSAGE_OVERHEAD;
+use crate::context::truncation::ToolBudget;
 use crate::llm::{ModelConfig, ModelLookupError};
+use crate::wire::request::{FrontendToolResult, ToolDecision};
 use crate::wire::{ChatRequest, FollowUpAction, Message};
 
 /// A request refused before the agent starts; the HTTP layer maps each kind to a status.
@@ -30,6 +34,15 @@ pub struct PreparedChat {
     pub follow_up_actions: Vec<FollowUpAction>,
     pub response_format: Option<Value>,
     pub request_id: String,
+    /// The `tools` array offered to the LLM (built-in + frontend tools); `None` if empty.
+    pub tool_definitions: Option<Arc<RawValue>>,
+    pub tools_tokens: u32,
+    pub frontend_tools: Vec<FrontendTool>,
+    /// Streaming with `enable_tool_approval`: calls needing approval pause the stream.
+    pub pause_for_approval: bool,
+    pub tool_budget: ToolBudget,
+    pub tool_decisions: Vec<ToolDecision>,
+    pub frontend_tool_results: Vec<FrontendToolResult>,
 }
 
 impl Agent {
@@ -42,25 +55,38 @@ impl Agent {
                 ModelLookupError::Unknown { .. } => ChatError::BadRequest(e.to_string()),
             })?;
         let history = req.conversation_history.unwrap_or_default();
+        let tool_decisions = req.tool_decisions.unwrap_or_default();
+        let frontend_tool_results = req.frontend_tool_results.unwrap_or_default();
+        let resuming = !history.is_empty()
+            && (!tool_decisions.is_empty() || !frontend_tool_results.is_empty());
+        let has_ask = !req.ask.trim().is_empty();
+        if !has_ask && !resuming {
+            return Err(ChatError::BadRequest(
+                "`ask` is empty: send a question (an empty ask only resumes a paused \
+                 conversation, with tool_decisions or frontend_tool_results)"
+                    .into(),
+            ));
+        }
         let follow_up_actions = if history.iter().any(|m| m.is_role("assistant")) {
             Vec::new()
         } else {
             FollowUpAction::defaults()
         };
-        if req.ask.trim().is_empty() {
-            return Err(ChatError::BadRequest(
-                "`ask` is empty: send a question (an empty ask only resumes a paused conversation)"
-                    .into(),
-            ));
-        }
-        let user_content = self.user_content(
-            &req.ask,
-            req.behavior_controls.as_ref(),
-            req.images.as_deref(),
-            &model,
+        let (frontend_tools, frontend_defs) = frontend::validate(
+            req.frontend_tools.as_deref().unwrap_or_default(),
+            &self.tools,
+            req.stream,
         )?;
-
-        let sections = self.prompts.sections(req.behavior_controls.as_ref());
+        if let Some(format) = &req.response_format {
+            check_response_format(format)?;
+        }
+        let controls = req.behavior_controls.as_ref();
+        let sections = self.prompts.sections(controls);
+        let user_content = if has_ask {
+            Some(self.user_content(&req.ask, sections, req.images.as_deref(), &model)?)
+        } else {
+            None
+        };
         let system = self.prompts.system_prompt(
             sections,
             req.additional_system_prompt.as_deref(),
@@ -81,25 +107,64 @@ impl Agent {
                 conversation.insert(0, message);
             }
         }
-        conversation.push(Message::user(user_content));
-
+        if let Some(content) = user_content {
+            conversation.push(Message::user(content));
+        }
+        let (tool_definitions, tools_tokens) = self.tool_definitions(&frontend_defs, &model)?;
         Ok(PreparedChat {
+            tool_budget: ToolBudget::new(
+                model.context_window,
+                self.options.tool_budget_pct,
+                self.options.tool_budget_tokens,
+            ),
             model,
             conversation,
             follow_up_actions,
             response_format: req.response_format,
             request_id: uuid::Uuid::new_v4().to_string(),
+            tool_definitions,
+            tools_tokens,
+            frontend_tools,
+            pause_for_approval: req.stream && req.enable_tool_approval,
+            tool_decisions,
+            frontend_tool_results,
         })
+    }
+
+    /// Built-in definitions (serialised once at start-up) plus this request's frontend tools.
+    fn tool_definitions(
+        &self,
+        frontend_defs: &[Value],
+        model: &ModelConfig,
+    ) -> Result<(Option<Arc<RawValue>>, u32), ChatError> {
+        let builtin = self.tools.definitions();
+        let builtin_tokens = self.tools.definitions_tokens(model.tokenizer);
+        if frontend_defs.is_empty() {
+            let defs = (!self.tools.is_empty()).then(|| builtin.clone());
+            return Ok((defs, builtin_tokens));
+        }
+        let extra = serde_json::to_string(frontend_defs)
+            .map_err(|e| ChatError::Internal(format!("cannot encode frontend tools: {e}")))?;
+        let extra_tokens = model.tokenizer.count(&extra);
+        let base = builtin.get();
+        let combined = if self.tools.is_empty() {
+            extra
+        } else {
+            // "[a,b]" + "[c]" → "[a,b,c]"
+            format!("{},{}", &base[..base.len() - 1], &extra[1..])
+        };
+        let raw = RawValue::from_string(combined)
+            .map_err(|e| ChatError::Internal(format!("cannot encode tools: {e}")))?;
+        Ok((Some(Arc::from(raw)), builtin_tokens + extra_tokens))
     }
 
     fn user_content(
         &self,
         ask: &str,
-        controls: Option<&std::collections::HashMap<String, bool>>,
+        sections: crate::prompt::SectionSet,
         images: Option<&[crate::wire::request::ImageInput]>,
         model: &ModelConfig,
     ) -> Result<Value, ChatError> {
-        let sections = self.prompts.sections(controls);
         let text = self
             .prompts
             .user_prompt(ask, sections, chrono::Utc::now())
@@ -112,5 +177,38 @@ impl Agent {
             ))),
             Some(images) => vision_content(&text, images).map_err(ChatError::BadRequest),
         }
+    }
+}
+
+/// `response_format` must be OpenAI's `json_object` or `json_schema` with a compilable schema.
+fn check_response_format(format: &Value) -> Result<(), ChatError> {
+    let bad = |msg: String| Err(ChatError::BadRequest(format!("response_format: {msg}")));
+    match format.get("type").and_then(Value::as_str) {
+        Some("json_object") | Some("text") => Ok(()),
+        Some("json_schema") => {
+            let Some(spec) = format.get("json_schema").filter(|s| s.is_object()) else {
+                return bad(
+                    "type json_schema needs a `json_schema` object with `name` and `schema`".into(),
+                );
+            };
+            if !spec.get("name").is_some_and(Value::is_string) {
+                return bad("json_schema.name must be a string".into());
+            }
+            let Some(schema) = spec.get("schema").filter(|s| s.is_object()) else {
+                return bad("json_schema.schema must be a JSON Schema object".into());
+            };
+            if let Some(strict) = spec.get("strict")
+                && !strict.is_boolean()
+            {
+                return bad("json_schema.strict must be a boolean".into());
+            }
+            jsonschema::validator_for(schema)
+                .map(|_| ())
+                .or_else(|e| bad(format!("invalid JSON Schema: {e}")))
+        }
+        Some(other) => bad(format!(
+            "unsupported type '{other}' (use json_schema or json_object)"
+        )),
+        None => bad("a `type` is required (json_schema or json_object)".into()),
     }
 }

@@ -2,3 +2,4 @@
 
 pub mod conversation;
 pub mod tokens;
+pub mod truncation;

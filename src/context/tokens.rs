@@ -44,6 +44,28 @@ impl Tokenizer {
         u32::try_from(bpe.count_ordinary(text)).unwrap_or(u32::MAX)
     }
 
+    /// The longest prefix of `text` that fits in `max_tokens`, with its token count before the
+    /// cut; `None` when the whole text fits.
+    pub fn prefix_within(self, text: &str, max_tokens: u32) -> Option<(String, u32)> {
+        let bpe = match self {
+            Tokenizer::O200k => tiktoken_rs::o200k_base_singleton(),
+            Tokenizer::Cl100k => tiktoken_rs::cl100k_base_singleton(),
+        };
+        let tokens = bpe.encode_ordinary(text);
+        let total = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
+        if total <= max_tokens {
+            return None;
+        }
+        let bytes = bpe
+            .decode_bytes(&tokens[..max_tokens as usize])
+            .unwrap_or_default();
+        // A cut inside a multi-byte character leaves a partial one: drop it.
+        let prefix = String::from_utf8_lossy(&bytes)
+            .trim_end_matches('\u{FFFD}')
+            .to_owned();
+        Some((prefix, total))
+    }
+
     /// Builds the encodings now, so the first request does not pay for it.
     pub fn warm_up() {
         Tokenizer::O200k.count("warm up");

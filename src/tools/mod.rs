@@ -286,6 +286,28 @@ pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext
     executed
 }
 
+/// A result for a call that was answered without running a tool (denied, paused, canned).
+pub fn executed_from(
+    call: &ToolCall,
+    toolset: &str,
+    description: &str,
+    output: ToolOutput,
+) -> ExecutedCall {
+    let params = parse_arguments(&call.function.arguments)
+        .unwrap_or_else(|_| Value::Object(Default::default()));
+    let mut executed = finish(
+        call,
+        Some((toolset, description.to_owned())),
+        params,
+        output,
+        None,
+    );
+    if !toolset.is_empty() {
+        executed.result.toolset_name = Some(toolset.to_owned());
+    }
+    executed
+}
+
 fn parse_arguments(raw: &str) -> Result<Value, String> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Default::default()));

@@ -3,6 +3,7 @@
 mod fake_llm;
 mod fake_llm_selftest;
 mod helpers;
+mod kube_standin;
 
 mod api_model;
 mod bad_input;
@@ -10,3 +11,4 @@ mod chat_basic;
 mod conversation;
 mod llm_failures;
 mod streaming;
+mod toolset_kubernetes;

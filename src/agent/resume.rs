@@ -1,0 +1,214 @@
+//! Resuming a paused conversation: the calls the last response paused on (flagged in the
+//! history) get their results — approved calls run, denied or unverifiable ones become error
+//! results, frontend calls take the client's result — inserted right after their assistant
+//! message, each reported as `tool_calling_result` before the loop goes on.
+
+use std::collections::HashMap;
+
+use super::Agent;
+use super::chat_loop::{Run, tool_result_event};
+use crate::context::tokens::Tokenizer;
+use crate::tools::{ExecutedCall, ToolContext, ToolOutput, execute, executed_from};
+use crate::wire::events::{ErrorEvent, ToolStatus};
+use crate::wire::request::{FrontendToolResult, ToolDecision};
+use crate::wire::{Message, StreamEvent, ToolCall};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Approval,
+    Frontend,
+}
+
+struct Pending {
+    message_index: usize,
+    call: ToolCall,
+    kind: Kind,
+}
+
+impl Agent {
+    /// Answers every paused call in the history. Returns the events to emit first, or the
+    /// error event that ends the request.
+    pub(super) async fn resume(
+        &self,
+        run: &mut Run,
+        tok: Tokenizer,
+        decisions: &[ToolDecision],
+        frontend_results: &[FrontendToolResult],
+    ) -> Result<Vec<StreamEvent>, StreamEvent> {
+        let pending = take_pending(run);
+        if !decisions.is_empty() && !pending.iter().any(|p| p.kind == Kind::Approval) {
+            return Err(StreamEvent::Error(ErrorEvent::new(
+                format!(
+                    "Received {} tool decisions but no pending approvals found in conversation history",
+                    decisions.len()
+                ),
+                false,
+            )));
+        }
+        for result in frontend_results {
+            if !pending
+                .iter()
+                .any(|p| p.kind == Kind::Frontend && p.call.id == result.tool_call_id)
+            {
+                tracing::warn!(tool_call_id = %result.tool_call_id, "frontend tool result for no pending call: ignored");
+            }
+        }
+        let mut answered: Vec<(usize, Message)> = Vec::new();
+        let mut events = Vec::new();
+        // Approvals first, then frontend results, as the reference reports them.
+        for kind in [Kind::Approval, Kind::Frontend] {
+            for p in pending.iter().filter(|p| p.kind == kind) {
+                let mut executed = match kind {
+                    Kind::Approval => self.decide(&p.call, decisions).await,
+                    Kind::Frontend => frontend_result(&p.call, frontend_results),
+                };
+                run.limit_size(&mut executed, tok);
+                run.seen_calls.insert((
+                    p.call.function.name.clone(),
+                    super::approvals::canonical(&p.call.function.arguments),
+                ));
+                events.push(tool_result_event(&executed));
+                answered.push((
+                    p.message_index,
+                    Message::tool(&p.call.id, &p.call.function.name, executed.content),
+                ));
+            }
+        }
+        insert_results(run, answered);
+        Ok(events)
+    }
+
+    async fn decide(&self, call: &ToolCall, decisions: &[ToolDecision]) -> ExecutedCall {
+        let name = &call.function.name;
+        if let Err(reason) = self.signer.verify(
+            call.approval_token.as_deref(),
+            &call.id,
+            name,
+            &call.function.arguments,
+        ) {
+            tracing::warn!(tool_call_id = %call.id, ?reason, "approval token rejected");
+            return executed_from(
+                call,
+                "",
+                name,
+                ToolOutput::error(format!(
+                    "Approval token validation failed ({reason:?}): this pending approval was not \
+                     issued by this server, was altered, or has expired, so the tool was not run. \
+                     Call the tool again if it is still needed."
+                )),
+            );
+        }
+        let decision = decisions.iter().find(|d| d.tool_call_id == call.id);
+        match decision {
+            Some(d) if d.approved => {
+                let ctx = ToolContext {
+                    user_approved: true,
+                };
+                let mut executed = execute(&self.tools, call, &ctx).await;
+                if executed.result.result.status == ToolStatus::ApprovalRequired {
+                    executed.result.result.status = ToolStatus::Error;
+                    executed.content = "Error: the tool still requires approval".into();
+                }
+                executed
+            }
+            Some(d) => {
+                let mut msg = "Tool execution was denied by the user.".to_owned();
+                if let Some(feedback) = d.feedback.as_deref().filter(|f| !f.trim().is_empty()) {
+                    msg.push_str(" User feedback: ");
+                    msg.push_str(feedback);
+                }
+                self.described(call, ToolOutput::error(msg))
+            }
+            None => self.described(
+                call,
+                ToolOutput::error("Tool execution was denied: no decision was sent for this call."),
+            ),
+        }
+    }
+
+    /// A result for a backend tool that did not run, described as the tool would describe it.
+    fn described(&self, call: &ToolCall, output: ToolOutput) -> ExecutedCall {
+        let name = &call.function.name;
+        match self.tools.get(name) {
+            Some(tool) => {
+                let params = serde_json::from_str(&call.function.arguments).unwrap_or_default();
+                executed_from(call, tool.toolset(), &tool.one_liner(&params), output)
+            }
+            None => executed_from(call, "", name, output),
+        }
+    }
+}
+
+fn frontend_result(call: &ToolCall, results: &[FrontendToolResult]) -> ExecutedCall {
+    let name = &call.function.name;
+    let output = match results.iter().find(|r| r.tool_call_id == call.id) {
+        Some(r) => ToolOutput::success(r.result.clone()),
+        None => ToolOutput::error("frontend did not return a result for this tool call."),
+    };
+    executed_from(call, "frontend", &format!("Frontend tool: {name}"), output)
+}
+
+/// Finds and clears the pending flags (so they never survive a resume).
+fn take_pending(run: &mut Run) -> Vec<Pending> {
+    let mut pending = Vec::new();
+    let indices: Vec<usize> = run
+        .conv
+        .messages()
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            m.is_role("assistant")
+                && m.tool_calls()
+                    .iter()
+                    .any(|c| c.pending_approval.is_some() || c.pending_frontend.is_some())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    for i in indices {
+        for call in run.conv.message_mut(i).tool_calls.iter_mut().flatten() {
+            let kind = if call.pending_approval.take() == Some(true) {
+                Some(Kind::Approval)
+            } else if call.pending_frontend.take() == Some(true) {
+                Some(Kind::Frontend)
+            } else {
+                None
+            };
+            call.pending_frontend = None;
+            if let Some(kind) = kind {
+                pending.push(Pending {
+                    message_index: i,
+                    call: call.clone(),
+                    kind,
+                });
+            }
+            call.approval_token = None;
+        }
+    }
+    pending
+}
+
+/// Inserts each result after its assistant message and the tool results already there;
+/// later messages first, so earlier indices stay valid.
+fn insert_results(run: &mut Run, mut answered: Vec<(usize, Message)>) {
+    let mut per_message: HashMap<usize, Vec<Message>> = HashMap::new();
+    for (index, message) in answered.drain(..) {
+        per_message.entry(index).or_default().push(message);
+    }
+    let mut indices: Vec<usize> = per_message.keys().copied().collect();
+    indices.sort_unstable_by(|a, b| b.cmp(a));
+    for index in indices {
+        let mut at = index + 1;
+        while run
+            .conv
+            .messages()
+            .get(at)
+            .is_some_and(|m| m.is_role("tool"))
+        {
+            at += 1;
+        }
+        for message in per_message.remove(&index).unwrap_or_default() {
+            run.conv.insert(at, message);
+            at += 1;
+        }
+    }
+}
