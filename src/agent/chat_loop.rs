@@ -142,7 +142,7 @@ impl Agent {
                 let mut scheduled = Vec::new();
                 for (i, call) in calls.iter().enumerate() {
                     match self.plan_call(call, &frontend_tools, &mut run) {
-                        Planned::Immediate(outcome) => outcomes.push(Some(outcome)),
+                        Planned::Immediate(outcome) => outcomes.push(Some(*outcome)),
                         Planned::Execute => {
                             outcomes.push(None);
                             scheduled.push(i);
@@ -250,7 +250,7 @@ impl Agent {
     fn plan_call(&self, call: &ToolCall, frontend: &[FrontendTool], run: &mut Run) -> Planned {
         let name = &call.function.name;
         if let Some(tool) = frontend.iter().find(|t| t.name == *name) {
-            return Planned::Immediate(match tool.mode {
+            return Planned::Immediate(Box::new(match tool.mode {
                 FrontendToolMode::Pause => Outcome::FrontendPause(PendingFrontendToolCall {
                     tool_call_id: call.id.clone(),
                     tool_name: name.clone(),
@@ -269,14 +269,14 @@ impl Agent {
                         ToolOutput::success(text),
                     ))
                 }
-            });
+            }));
         }
         if self.options.duplicate_call_guard
             && !run
                 .seen_calls
                 .insert((name.clone(), canonical(&call.function.arguments)))
         {
-            return Planned::Immediate(Outcome::Done(executed_from(
+            return Planned::Immediate(Box::new(Outcome::Done(executed_from(
                 call,
                 "",
                 name,
@@ -284,14 +284,14 @@ impl Agent {
                     "Refusing to run this tool call: an identical call (same tool, same arguments) \
                      already ran in this request. Use its earlier output, or change the arguments.",
                 ),
-            )));
+            ))));
         }
         Planned::Execute
     }
 }
 
 enum Planned {
-    Immediate(Outcome),
+    Immediate(Box<Outcome>),
     Execute,
 }
 
