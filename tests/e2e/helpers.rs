@@ -52,6 +52,12 @@ idle_timeout_secs = 5.0
 retry_base_delay_ms = 10
 retry_max_delay_ms = 50
 retry_max_elapsed_secs = 5.0
+[toolsets.kubernetes]
+enabled = false
+[toolsets.prometheus]
+enabled = false
+[approvals]
+signing_key = "e2e-test-key"
 [models.fake]
 model = "openai/fake-model"
 api_base = "{url}"

@@ -9,6 +9,8 @@ mod api_model;
 mod bad_input;
 mod chat_basic;
 mod conversation;
+mod frontend_tools;
 mod llm_failures;
 mod streaming;
+mod tool_results;
 mod toolset_kubernetes;

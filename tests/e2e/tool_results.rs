@@ -1,0 +1,80 @@
+//! Tool results the agent must police: oversized output, repeated identical calls.
+
+use serde_json::json;
+
+use crate::fake_llm::Step;
+use crate::helpers::spawn_app_with;
+
+#[tokio::test]
+async fn oversized_output_is_cut_and_reported() {
+    // A 4000-token window: the per-tool budget is 15% = 600 tokens.
+    let app = spawn_app_with("[models.fake]\ncustom_args = { max_context_size = 4000 }\n").await;
+    let long = "pod web-1 restarted because of OOMKilled ".repeat(200);
+    app.llm.push(Step::tool(
+        "big",
+        "TodoWrite",
+        json!({"todos": [{"id": "1", "content": long, "status": "pending"}]}),
+    ));
+    app.llm.push(Step::text("ok"));
+    let (status, body) = app.chat_json(&json!({"ask": "q"})).await;
+    assert_eq!(status, 200, "{body}");
+    let truncations = body["metadata"]["truncations"].as_array().unwrap();
+    assert_eq!(truncations.len(), 1);
+    let t = &truncations[0];
+    assert_eq!(t["tool_call_id"], "big");
+    assert_eq!(t["tool_name"], "TodoWrite");
+    assert_eq!(t["start_index"], 0);
+    assert!(t["original_token_count"].as_u64().unwrap() > 1500);
+    let sent = app.llm_messages(1);
+    let content = sent[3]["content"].as_str().unwrap();
+    assert!(content.ends_with("[TRUNCATED]"), "{content}");
+    assert_eq!(
+        content.chars().count(),
+        t["end_index"].as_u64().unwrap() as usize + "\n\n[TRUNCATED]".len()
+    );
+    assert!(content.len() < long.len() / 2);
+    assert!(
+        body["tool_calls"][0]["result"]["data"]
+            .as_str()
+            .unwrap()
+            .ends_with("[TRUNCATED]")
+    );
+}
+
+#[tokio::test]
+async fn identical_calls_in_one_request_are_refused() {
+    let app = spawn_app_with("").await;
+    let args = json!({"todos": [{"id": "1", "content": "check logs", "status": "pending"}]});
+    app.llm.push(Step::tool("first", "TodoWrite", args.clone()));
+    // Same arguments, keys in another order and spacing: still the same call.
+    app.llm.push(Step::ToolCalls {
+        content: None,
+        calls: vec![crate::fake_llm::ToolCall {
+            id: "again".into(),
+            name: "TodoWrite".into(),
+            arguments: r#"{"todos": [{"status": "pending", "content": "check logs", "id": "1"}]}"#
+                .into(),
+        }],
+        usage: None,
+    });
+    app.llm.push(Step::text("done"));
+    let (status, body) = app.chat_json(&json!({"ask": "q"})).await;
+    assert_eq!(status, 200, "{body}");
+    let calls = body["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["result"]["status"], "success");
+    assert_eq!(calls[1]["result"]["status"], "error");
+    assert!(
+        calls[1]["result"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("identical call")
+    );
+
+    // With the guard off both run.
+    let app = spawn_app_with("[agent]\nduplicate_call_guard = false\n").await;
+    app.llm.push(Step::tool("first", "TodoWrite", args.clone()));
+    app.llm.push(Step::tool("again", "TodoWrite", args));
+    app.llm.push(Step::text("done"));
+    let (_, body) = app.chat_json(&json!({"ask": "q"})).await;
+    assert_eq!(body["tool_calls"][1]["result"]["status"], "success");
+}
