@@ -13,6 +13,7 @@ use super::approvals::canonical;
 use super::frontend::{DEFAULT_NOOP_RESPONSE, FrontendTool};
 use super::metadata::UsageTracker;
 use super::prepare::PreparedChat;
+use super::structured::{FormatCheck, repair_prompt};
 use crate::context::conversation::Conversation;
 use crate::context::tokens::{Tokenizer, count_message};
 use crate::context::truncation::{self, ToolBudget};
@@ -23,7 +24,7 @@ use crate::wire::events::{
     StartToolCalling, TokenCount, ToolStatus,
 };
 use crate::wire::request::FrontendToolMode;
-use crate::wire::response::{Truncation, Usage};
+use crate::wire::response::{ResponseFormatReport, Truncation, Usage};
 use crate::wire::{Message, StreamEvent, ToolCall};
 
 /// Mutable state of one request's run.
@@ -52,7 +53,7 @@ impl Agent {
     ) -> impl Stream<Item = StreamEvent> + Send + 'static {
         async_stream::stream! {
             let PreparedChat {
-                model, conversation, follow_up_actions, response_format, request_id,
+                model, conversation, follow_up_actions, response_format, format_check, request_id,
                 tool_definitions, tools_tokens, frontend_tools, pause_for_approval, tool_budget,
                 tool_decisions, frontend_tool_results,
             } = chat;
@@ -114,12 +115,47 @@ impl Agent {
                 let calls = completion.tool_calls;
                 if calls.is_empty() {
                     run.conv.push(reply);
+                    let mut analysis = completion.content.unwrap_or_default();
+                    let mut format_report = None;
+                    if let Some(check) = &format_check {
+                        let repaired = match check.check(&analysis) {
+                            Ok(clean) => Ok((clean, false)),
+                            Err(violations) => {
+                                tracing::info!(?violations, "answer does not match response_format: repairing");
+                                match self.repair_answer(&mut run, &model, response_format.as_ref(), check, &violations).await {
+                                    Ok(result) => result.map(|clean| (clean, true)),
+                                    Err(e) => {
+                                        yield llm_error_event(&e);
+                                        return;
+                                    }
+                                }
+                            }
+                        };
+                        match repaired {
+                            Ok((clean, was_repaired)) => {
+                                analysis = clean;
+                                format_report = Some(ResponseFormatReport { valid: true, repaired: was_repaired });
+                            }
+                            Err(violations) => {
+                                yield StreamEvent::TokenCount(TokenCount { metadata: run.metadata(tools_tokens, &model) });
+                                yield StreamEvent::Error(ErrorEvent::new(
+                                    format!(
+                                        "The answer does not match the requested response_format after one repair attempt: {}",
+                                        violations.join("; ")
+                                    ),
+                                    false,
+                                ).with_http_status(502));
+                                return;
+                            }
+                        }
+                    }
                     let mut metadata = run.metadata(tools_tokens, &model);
                     yield StreamEvent::TokenCount(TokenCount { metadata: metadata.clone() });
                     metadata.finish_reason = completion.finish_reason;
                     metadata.request_id = Some(request_id);
+                    metadata.response_format = format_report;
                     yield StreamEvent::AnswerEnd(Box::new(AnswerEnd {
-                        analysis: completion.content.unwrap_or_default(),
+                        analysis,
                         conversation_history: run.conv.into_messages(),
                         follow_up_actions,
                         metadata,
@@ -287,6 +323,51 @@ impl Agent {
             ))));
         }
         Planned::Execute
+    }
+}
+
+impl Agent {
+    /// One repair round: the model sees its answer and the violations and answers again (no
+    /// tools). On success the final assistant message is replaced by the corrected JSON, so
+    /// the history carries the answer the client got.
+    async fn repair_answer(
+        &self,
+        run: &mut Run,
+        model: &crate::llm::ModelConfig,
+        response_format: Option<&Value>,
+        check: &FormatCheck,
+        violations: &[String],
+    ) -> Result<Result<String, Vec<String>>, LlmError> {
+        let mut messages = run.conv.messages().to_vec();
+        messages.push(Message::user(Value::String(repair_prompt(violations))));
+        let request = CompletionRequest {
+            model,
+            messages: &messages,
+            tools: None,
+            response_format,
+        };
+        let completion = self.llm.complete(&request).await?;
+        let text = completion.content.unwrap_or_default();
+        let usage = completion.usage.unwrap_or_else(|| {
+            let prompt = u64::from(run.conv.total());
+            let out = u64::from(model.tokenizer.count(&text));
+            Usage {
+                prompt_tokens: prompt,
+                completion_tokens: out,
+                total_tokens: prompt + out,
+            }
+        });
+        run.usage.record(usage, model);
+        let clean = match check.check(&text) {
+            Ok(clean) => clean,
+            Err(violations) => return Ok(Err(violations)),
+        };
+        let last = run.conv.len() - 1;
+        run.conv.replace(
+            last,
+            Message::assistant(Some(clean.clone()), None, Vec::new()),
+        );
+        Ok(Ok(clean))
     }
 }
 

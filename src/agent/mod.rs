@@ -8,6 +8,7 @@ mod images;
 mod metadata;
 mod prepare;
 mod resume;
+mod structured;
 
 use crate::llm::{LlmClient, ModelRegistry};
 use crate::prompt::Prompts;

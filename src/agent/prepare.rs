@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use super::Agent;
 use super::frontend::{self, FrontendTool};
 use super::images::vision_content;
+use super::structured::FormatCheck;
 use crate::context::conversation::Conversation;
 use crate::context::tokens::MESSAGE_OVERHEAD;
 use crate::context::truncation::ToolBudget;
@@ -33,6 +34,8 @@ pub struct PreparedChat {
     pub conversation: Conversation,
     pub follow_up_actions: Vec<FollowUpAction>,
     pub response_format: Option<Value>,
+    /// Set when the final answer must be validated JSON.
+    pub format_check: Option<FormatCheck>,
     pub request_id: String,
     /// The `tools` array offered to the LLM (built-in + frontend tools); `None` if empty.
     pub tool_definitions: Option<Arc<RawValue>>,
@@ -77,9 +80,11 @@ impl Agent {
             &self.tools,
             req.stream,
         )?;
-        if let Some(format) = &req.response_format {
-            check_response_format(format)?;
-        }
+        let format_check = match &req.response_format {
+            Some(format) => FormatCheck::compile(format)
+                .map_err(|e| ChatError::BadRequest(format!("response_format: {e}")))?,
+            None => None,
+        };
         let controls = req.behavior_controls.as_ref();
         let sections = self.prompts.sections(controls);
         let user_content = if has_ask {
@@ -121,6 +126,7 @@ impl Agent {
             conversation,
             follow_up_actions,
             response_format: req.response_format,
+            format_check,
             request_id: uuid::Uuid::new_v4().to_string(),
             tool_definitions,
             tools_tokens,
@@ -177,38 +183,5 @@ impl Agent {
             ))),
             Some(images) => vision_content(&text, images).map_err(ChatError::BadRequest),
         }
-    }
-}
-
-/// `response_format` must be OpenAI's `json_object` or `json_schema` with a compilable schema.
-fn check_response_format(format: &Value) -> Result<(), ChatError> {
-    let bad = |msg: String| Err(ChatError::BadRequest(format!("response_format: {msg}")));
-    match format.get("type").and_then(Value::as_str) {
-        Some("json_object") | Some("text") => Ok(()),
-        Some("json_schema") => {
-            let Some(spec) = format.get("json_schema").filter(|s| s.is_object()) else {
-                return bad(
-                    "type json_schema needs a `json_schema` object with `name` and `schema`".into(),
-                );
-            };
-            if !spec.get("name").is_some_and(Value::is_string) {
-                return bad("json_schema.name must be a string".into());
-            }
-            let Some(schema) = spec.get("schema").filter(|s| s.is_object()) else {
-                return bad("json_schema.schema must be a JSON Schema object".into());
-            };
-            if let Some(strict) = spec.get("strict")
-                && !strict.is_boolean()
-            {
-                return bad("json_schema.strict must be a boolean".into());
-            }
-            jsonschema::validator_for(schema)
-                .map(|_| ())
-                .or_else(|e| bad(format!("invalid JSON Schema: {e}")))
-        }
-        Some(other) => bad(format!(
-            "unsupported type '{other}' (use json_schema or json_object)"
-        )),
-        None => bad("a `type` is required (json_schema or json_object)".into()),
     }
 }

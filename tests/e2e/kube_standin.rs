@@ -206,17 +206,22 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap) -
         )),
         ["api", "v1", "namespaces", ns] if *ns == NAMESPACE => Some(json(namespace(now))),
         ["api", "v1", "nodes"] => Some(list_or_table("NodeList", vec![node(now)], table, now)),
-        ["api", "v1", "nodes", name] if *name == NODE => Some(json(node(now))),
+        ["api", "v1", "nodes", name] if *name == NODE => Some(if table {
+            list_or_table("NodeList", vec![node(now)], true, now)
+        } else {
+            json(node(now))
+        }),
+        ["api", "v1", "nodes", name] => Some(not_found("nodes", name)),
         ["api", "v1", "pods"] => Some(list_or_table("PodList", pods(now), table, now)),
         ["api", "v1", "namespaces", ns, "pods"] => {
             let items = if *ns == NAMESPACE { pods(now) } else { vec![] };
             Some(list_or_table("PodList", items, table, now))
         }
-        ["api", "v1", "namespaces", ns, "pods", name] => Some(
-            find_pod(ns, name, now)
-                .map(json)
-                .unwrap_or_else(|| not_found("pods", name)),
-        ),
+        ["api", "v1", "namespaces", ns, "pods", name] => Some(match find_pod(ns, name, now) {
+            Some(p) if table => list_or_table("PodList", vec![p], true, now),
+            Some(p) => json(p),
+            None => not_found("pods", name),
+        }),
         ["api", "v1", "namespaces", ns, "pods", name, "log"] => {
             Some(match (find_pod(ns, name, now), log_text(name, &q)) {
                 (Some(_), Ok(text)) => {
@@ -605,33 +610,35 @@ fn log_text(name: &str, q: &[(String, String)]) -> Result<String, Value> {
     )
 }
 
-fn event(
-    now: DateTime<Utc>,
-    name: &str,
-    kind: &str,
-    object: &str,
-    uid: &str,
-    typ: &str,
-    reason: &str,
-    message: &str,
+/// One core v1 event about a pod.
+struct Ev {
+    name: String,
+    object: &'static str,
+    uid: &'static str,
+    field_path: &'static str,
+    typ: &'static str,
+    reason: &'static str,
+    message: String,
     count: u32,
     first_ago: i64,
     last_ago: i64,
-) -> Value {
+}
+
+fn event(now: DateTime<Utc>, e: Ev) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": name, "namespace": NAMESPACE, "uid": format!("ev-{name}"),
-                     "resourceVersion": "5000", "creationTimestamp": ts(ago(now, first_ago))},
-        "involvedObject": {"kind": kind, "namespace": NAMESPACE, "name": object, "uid": uid,
-                           "apiVersion": "v1", "fieldPath": "spec.containers{checkout}"},
-        "reason": reason,
-        "message": message,
+        "metadata": {"name": e.name, "namespace": NAMESPACE, "uid": format!("ev-{}", e.name),
+                     "resourceVersion": "5000", "creationTimestamp": ts(ago(now, e.first_ago))},
+        "involvedObject": {"kind": "Pod", "namespace": NAMESPACE, "name": e.object, "uid": e.uid,
+                           "apiVersion": "v1", "fieldPath": e.field_path},
+        "reason": e.reason,
+        "message": e.message,
         "source": {"component": "kubelet", "host": NODE},
-        "firstTimestamp": ts(ago(now, first_ago)),
-        "lastTimestamp": ts(ago(now, last_ago)),
-        "count": count,
-        "type": typ,
+        "firstTimestamp": ts(ago(now, e.first_ago)),
+        "lastTimestamp": ts(ago(now, e.last_ago)),
+        "count": e.count,
+        "type": e.typ,
         "eventTime": null,
         "reportingComponent": "kubelet",
         "reportingInstance": NODE
@@ -640,47 +647,49 @@ fn event(
 
 fn events(now: DateTime<Utc>) -> Vec<Value> {
     let crash_uid = POD_SPECS[2].uid;
-    vec![
-        event(
-            now,
-            &format!("{POD_CRASH}.181a0b0c0d0e0f01"),
-            "Pod",
-            POD_CRASH,
-            crash_uid,
-            "Normal",
-            "Pulled",
-            "Container image \"registry.example.com/checkout:2.3.1\" already present on machine",
-            CRASH_RESTARTS + 1,
-            25 * 60,
-            100,
-        ),
-        event(
-            now,
-            &format!("{POD_CRASH}.181a0b0c0d0e0f02"),
-            "Pod",
-            POD_CRASH,
-            crash_uid,
-            "Warning",
-            CRASH_EVENT_REASON,
-            CRASH_EVENT_MESSAGE,
-            42,
-            24 * 60,
-            20,
-        ),
-        event(
-            now,
-            &format!("{POD_OK}.181a0b0c0d0e0f03"),
-            "Pod",
-            POD_OK,
-            POD_SPECS[0].uid,
-            "Normal",
-            "Started",
-            "Started container nginx",
-            1,
-            3 * 3600,
-            3 * 3600,
-        ),
+    [
+        Ev {
+            name: format!("{POD_CRASH}.181a0b0c0d0e0f01"),
+            object: POD_CRASH,
+            uid: crash_uid,
+            field_path: "spec.containers{checkout}",
+            typ: "Normal",
+            reason: "Pulled",
+            message:
+                "Container image \"registry.example.com/checkout:2.3.1\" already present on machine"
+                    .into(),
+            count: CRASH_RESTARTS + 1,
+            first_ago: 25 * 60,
+            last_ago: 100,
+        },
+        Ev {
+            name: format!("{POD_CRASH}.181a0b0c0d0e0f02"),
+            object: POD_CRASH,
+            uid: crash_uid,
+            field_path: "spec.containers{checkout}",
+            typ: "Warning",
+            reason: CRASH_EVENT_REASON,
+            message: CRASH_EVENT_MESSAGE.into(),
+            count: 42,
+            first_ago: 24 * 60,
+            last_ago: 20,
+        },
+        Ev {
+            name: format!("{POD_OK}.181a0b0c0d0e0f03"),
+            object: POD_OK,
+            uid: POD_SPECS[0].uid,
+            field_path: "spec.containers{nginx}",
+            typ: "Normal",
+            reason: "Started",
+            message: "Started container nginx".into(),
+            count: 1,
+            first_ago: 3 * 3600,
+            last_ago: 3 * 3600,
+        },
     ]
+    .into_iter()
+    .map(|e| event(now, e))
+    .collect()
 }
 
 /// Honours the `involvedObject.<field>=<value>` terms `kubectl describe`/`events --for` send.

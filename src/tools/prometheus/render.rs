@@ -33,7 +33,10 @@ pub(super) fn render_result(data: &Value, max_series: usize) -> Rendered {
         "matrix" => render_matrix(as_array(result)?, max_series),
         "scalar" | "string" => {
             let (ts, value) = sample(result)?;
-            Ok(Some(format!("{kind} result: {value} (at {})", fmt_time(ts))))
+            Ok(Some(format!(
+                "{kind} result: {value} (at {})",
+                fmt_time(ts)
+            )))
         }
         other => Err(format!(
             "unexpected answer from Prometheus: unknown resultType `{other}`"
@@ -203,7 +206,11 @@ fn sample(v: &Value) -> Result<(f64, String), String> {
 fn fmt_histogram(h: &Value) -> String {
     let field = |k: &str| {
         h.get(k)
-            .map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()))
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string())
+            })
             .unwrap_or_else(|| "?".into())
     };
     format!("histogram(count={}, sum={})", field("count"), field("sum"))
@@ -398,7 +405,10 @@ mod tests {
             .collect();
         let data = json!({"resultType":"vector","result":result});
         let text = render_result(&data, 3).unwrap().unwrap();
-        assert!(text.starts_with("7 series (showing the first 3):\n"), "{text}");
+        assert!(
+            text.starts_with("7 series (showing the first 3):\n"),
+            "{text}"
+        );
         assert!(text.contains("m{i=\"2\"} 1"));
         assert!(!text.contains("m{i=\"3\"}"));
         assert!(text.contains("4 more series omitted"), "{text}");
@@ -414,7 +424,10 @@ mod tests {
             {"metric":{"pod":"api-2"},"values":[[1714557600.0,"2.5"],[1714557615.0,"+Inf"]]}
         ]});
         let text = render_result(&data, 50).unwrap().unwrap();
-        assert!(text.starts_with("2 series:\n\nrate{pod=\"api-1\"}\n"), "{text}");
+        assert!(
+            text.starts_with("2 series:\n\nrate{pod=\"api-1\"}\n"),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "  100 points from 2024-05-01T10:00:00Z to 2024-05-01T10:24:45Z; \
@@ -446,7 +459,9 @@ mod tests {
         let data = json!({"resultType":"scalar","result":[1714557600.5,"42"]});
         assert_eq!(
             render_result(&data, 50),
-            Ok(Some("scalar result: 42 (at 2024-05-01T10:00:00.500Z)".into()))
+            Ok(Some(
+                "scalar result: 42 (at 2024-05-01T10:00:00.500Z)".into()
+            ))
         );
         let err = render_result(&json!({"resultType":"vector"}), 50).unwrap_err();
         assert!(err.contains("no result"));

@@ -1,0 +1,333 @@
+//! The `kubernetes` toolset: read-only tools that run the real `kubectl` with structured,
+//! validated parameters (never through a shell).
+//!
+//! At start-up the toolset checks that kubectl is installed and (unless disabled) that a
+//! cluster answers `kubectl version`; otherwise it is reported unavailable with the reason
+//! instead of failing every call.
+
+mod commands;
+mod run;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Tool, ToolContext, ToolOutput, Toolset};
+use commands::{COMMANDS, CommandSpec};
+use run::{Kubectl, RunError};
+
+pub use commands::is_secret_kind;
+
+const TOOLSET: &str = "kubernetes";
+/// Bound of the start-up `kubectl version` check (its request timeout is 3 s).
+const STARTUP_CHECK_LIMIT: Duration = Duration::from_secs(5);
+const STARTUP_REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+const INSTRUCTIONS: &str = "\
+The kubernetes tools read the cluster through kubectl (read-only; secrets cannot be read).
+* Start with the failing object: kubectl_get_by_name or kubectl_describe (find it first with \
+kubectl_get_by_kind_in_namespace, or kubectl_get_by_kind_in_cluster when the namespace is unknown).
+* Then kubectl_events for that object (for_object = \"kind/name\") or its namespace.
+* Then kubectl_logs; when a container restarted (RESTARTS > 0, CrashLoopBackOff, OOMKilled) \
+also read previous = true: the previous run's log shows why it died.
+* Follow owners and dependencies (Deployment → ReplicaSet → Pod, Service, ConfigMap, Node) \
+with the same tools, and kubectl_top_pods / kubectl_top_nodes for resource pressure.";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KubernetesConfig {
+    pub enabled: bool,
+    /// The kubectl binary: a path, or a name looked up on PATH.
+    pub kubectl: PathBuf,
+    /// Passed as `--kubeconfig` (and `KUBECONFIG`); otherwise kubectl's own defaults
+    /// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
+    pub kubeconfig: Option<PathBuf>,
+    /// Passed as `--context`.
+    pub context: Option<String>,
+    /// Limit of one kubectl run, also passed as `--request-timeout`.
+    pub timeout_secs: u64,
+    /// Most of kubectl's output kept per call; the rest is cut with a note.
+    pub max_output_bytes: usize,
+    /// Check at start-up that a cluster answers (`kubectl version`).
+    pub check_on_startup: bool,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            enabled: true,
+            kubectl: PathBuf::from("kubectl"),
+            kubeconfig: None,
+            context: None,
+            timeout_secs: 30,
+            max_output_bytes: 1024 * 1024,
+            check_on_startup: true,
+        }
+    }
+}
+
+pub async fn toolset(cfg: &KubernetesConfig) -> Toolset {
+    if !cfg.enabled {
+        return Toolset::disabled(TOOLSET);
+    }
+    let Some(program) = run::resolve_program(&cfg.kubectl) else {
+        let how = if cfg.kubectl.components().count() > 1 {
+            format!(
+                "{} does not exist or is not executable",
+                cfg.kubectl.display()
+            )
+        } else {
+            format!("no `{}` on PATH", cfg.kubectl.display())
+        };
+        return Toolset::unavailable(
+            TOOLSET,
+            format!(
+                "kubectl is not installed ({how}); install it (e.g. Debian's kubernetes-client) \
+                 or set toolsets.kubernetes.kubectl"
+            ),
+        );
+    };
+    let kubectl = Arc::new(Kubectl::new(program, cfg));
+    if cfg.check_on_startup
+        && let Err(reason) = check_cluster(&kubectl, cfg).await
+    {
+        tracing::warn!(toolset = TOOLSET, %reason, "toolset unavailable");
+        return Toolset::unavailable(TOOLSET, reason);
+    }
+    let tools = COMMANDS
+        .iter()
+        .map(|spec| {
+            Arc::new(KubectlTool {
+                spec,
+                schema: (spec.schema)(),
+                kubectl: kubectl.clone(),
+            }) as Arc<dyn Tool>
+        })
+        .collect();
+    Toolset::enabled(TOOLSET, INSTRUCTIONS, tools)
+}
+
+/// `kubectl version -o json`: Ok when the server reported its version, else the reason.
+async fn check_cluster(kubectl: &Kubectl, cfg: &KubernetesConfig) -> Result<(), String> {
+    let args = ["version".to_owned(), "-o".to_owned(), "json".to_owned()];
+    let out = match kubectl
+        .run(&args, STARTUP_REQUEST_TIMEOUT, STARTUP_CHECK_LIMIT)
+        .await
+    {
+        Ok(out) => out,
+        Err(e @ RunError::TimedOut(_)) => return Err(format!("no cluster reachable: {e}")),
+        Err(e) => return Err(e.to_string()),
+    };
+    let version: Option<Value> = serde_json::from_slice(&out.stdout).ok();
+    let server = version
+        .as_ref()
+        .and_then(|v| v["serverVersion"]["gitVersion"].as_str());
+    if let Some(server) = server {
+        tracing::info!(
+            toolset = TOOLSET,
+            server_version = server,
+            "cluster reachable"
+        );
+        return Ok(());
+    }
+    let stderr = run::clean_stderr(&out.stderr);
+    let mut reason = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().trim_start_matches("error: ").to_owned())
+        .unwrap_or_else(|| {
+            format!(
+                "`kubectl version` reported no server version (exit code {})",
+                out.code.map_or_else(|| "none".into(), |c| c.to_string())
+            )
+        });
+    let no_kubeconfig = cfg.kubeconfig.is_none()
+        && std::env::var_os("KUBECONFIG").is_none()
+        && std::env::var_os("KUBERNETES_SERVICE_HOST").is_none()
+        && !std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(".kube/config").exists())
+            .unwrap_or(false);
+    if no_kubeconfig {
+        reason.push_str(
+            " (no kubeconfig found: set toolsets.kubernetes.kubeconfig or KUBECONFIG, or run in a pod)",
+        );
+    }
+    Err(format!("no cluster reachable: {reason}"))
+}
+
+/// One kubectl command as a tool.
+struct KubectlTool {
+    spec: &'static CommandSpec,
+    schema: Value,
+    kubectl: Arc<Kubectl>,
+}
+
+impl Tool for KubectlTool {
+    fn name(&self) -> &str {
+        self.spec.name
+    }
+
+    fn toolset(&self) -> &str {
+        TOOLSET
+    }
+
+    fn description(&self) -> &str {
+        self.spec.description
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.schema
+    }
+
+    fn one_liner(&self, params: &Value) -> String {
+        match (self.spec.build)(params.clone()) {
+            Ok(argv) => run::display_command(&argv),
+            Err(_) => format!("{} (invalid parameters)", self.spec.name),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        // kubectl's own limit plus room for killing it and reporting why.
+        self.kubectl.timeout + Duration::from_secs(10)
+    }
+
+    fn invoke<'a>(&'a self, params: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            match (self.spec.build)(params) {
+                Ok(argv) => self.kubectl.invoke(&argv).await,
+                Err(e) => ToolOutput::error(e),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::ToolsetStatus;
+    use crate::wire::events::ToolStatus;
+    use serde_json::json;
+
+    #[test]
+    fn config_defaults_and_unknown_fields() {
+        let cfg: KubernetesConfig = serde_json::from_value(json!({})).expect("defaults");
+        assert!(cfg.enabled && cfg.check_on_startup);
+        assert_eq!(cfg.kubectl, PathBuf::from("kubectl"));
+        assert_eq!(cfg.timeout_secs, 30);
+        assert_eq!(cfg.max_output_bytes, 1 << 20);
+        let cfg: KubernetesConfig =
+            serde_json::from_value(json!({"kubeconfig": "/etc/kc", "context": "prod"}))
+                .expect("paths");
+        assert_eq!(cfg.kubeconfig, Some(PathBuf::from("/etc/kc")));
+        assert!(serde_json::from_value::<KubernetesConfig>(json!({"kubectl_path": "x"})).is_err());
+    }
+
+    #[tokio::test]
+    async fn disabled_and_missing_binary() {
+        let t = toolset(&KubernetesConfig {
+            enabled: false,
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(t.status, ToolsetStatus::Disabled);
+        let t = toolset(&KubernetesConfig {
+            kubectl: "/nonexistent/kubectl".into(),
+            ..Default::default()
+        })
+        .await;
+        match t.status {
+            ToolsetStatus::Unavailable(r) => {
+                assert!(r.starts_with("kubectl is not installed"), "{r}")
+            }
+            s => panic!("{s:?}"),
+        }
+        let t = toolset(&KubernetesConfig {
+            kubectl: "no-such-kubectl-binary".into(),
+            ..Default::default()
+        })
+        .await;
+        assert!(
+            matches!(&t.status, ToolsetStatus::Unavailable(r) if r.contains("no `no-such-kubectl-binary` on PATH")),
+            "{:?}",
+            t.status
+        );
+    }
+
+    #[tokio::test]
+    async fn tools_without_startup_check() {
+        let t = toolset(&KubernetesConfig {
+            kubectl: "/bin/echo".into(),
+            check_on_startup: false,
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(t.status, ToolsetStatus::Enabled);
+        assert!(t.instructions.contains("previous"));
+        let names: Vec<&str> = t.tools.iter().map(|t| t.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "kubectl_get_by_name",
+                "kubectl_get_by_kind_in_namespace",
+                "kubectl_get_by_kind_in_cluster",
+                "kubectl_describe",
+                "kubectl_logs",
+                "kubectl_events",
+                "kubectl_top_pods",
+                "kubectl_top_nodes"
+            ]
+        );
+        let describe = &t.tools[3];
+        let params = json!({"kind":"pod","name":"web-1","namespace":"shop"});
+        assert_eq!(
+            describe.one_liner(&params),
+            "kubectl describe pod web-1 -n shop"
+        );
+        assert_eq!(describe.toolset(), "kubernetes");
+        // `/bin/echo` prints its argv: the connection flags come after the command.
+        let out = describe.invoke(params, &ToolContext::default()).await;
+        assert_eq!(out.status, ToolStatus::Success);
+        assert_eq!(
+            out.data,
+            "describe pod web-1 -n shop --request-timeout=30s\n"
+        );
+        assert_eq!(
+            out.invocation.as_deref(),
+            Some("kubectl describe pod web-1 -n shop")
+        );
+        let out = describe
+            .invoke(
+                json!({"kind":"secret","name":"db","namespace":"shop"}),
+                &ToolContext::default(),
+            )
+            .await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert_eq!(out.error.as_deref(), Some("reading secrets is not allowed"));
+        assert_eq!(
+            describe.one_liner(&json!({"kind":"pod","name":"-x"})),
+            "kubectl_describe (invalid parameters)"
+        );
+    }
+
+    #[tokio::test]
+    async fn startup_check_reports_kubectls_reason() {
+        // `false` prints nothing and fails: no server version.
+        let t = toolset(&KubernetesConfig {
+            kubectl: "/bin/false".into(),
+            kubeconfig: Some("/nonexistent/kubeconfig".into()),
+            ..Default::default()
+        })
+        .await;
+        assert!(
+            matches!(&t.status, ToolsetStatus::Unavailable(r)
+                if r.starts_with("no cluster reachable: `kubectl version` reported no server version")),
+            "{:?}",
+            t.status
+        );
+    }
+}

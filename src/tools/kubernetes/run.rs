@@ -1,0 +1,544 @@
+//! Running the real `kubectl`: argv built by the caller (never a shell), a clean environment,
+//! its own process group (killed on timeout or when the call is dropped), capped output.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+use super::KubernetesConfig;
+use crate::tools::ToolOutput;
+use crate::wire::events::ToolStatus;
+
+/// Most of kubectl's stderr kept for an error message.
+const MAX_STDERR_BYTES: usize = 64 * 1024;
+
+/// Environment variables passed through to kubectl besides PATH and HOME: the in-cluster
+/// service-account discovery (without them kubectl inside a pod falls back to localhost:8080)
+/// and the proxy settings.
+const PASSTHROUGH_ENV: &[&str] = &[
+    "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
+/// How to run kubectl: the resolved binary, the connection flags appended to every command,
+/// the environment and the limits.
+#[derive(Debug, Clone)]
+pub(super) struct Kubectl {
+    program: PathBuf,
+    global_flags: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    pub(super) timeout: Duration,
+    max_output_bytes: usize,
+}
+
+/// What one kubectl run produced.
+#[derive(Debug)]
+pub(super) struct RunOutput {
+    /// Exit code; `None` when killed by a signal.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    /// Bytes kubectl wrote to stdout in total (more than `stdout.len()` when cut).
+    pub stdout_total: u64,
+    pub stderr: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub(super) enum RunError {
+    Spawn(std::io::Error),
+    TimedOut(Duration),
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Spawn(e) => write!(f, "kubectl could not be run: {e}"),
+            RunError::TimedOut(d) => {
+                write!(f, "kubectl did not finish within {} s", d.as_secs())
+            }
+            RunError::Io(e) => write!(f, "reading kubectl's output failed: {e}"),
+        }
+    }
+}
+
+impl Kubectl {
+    pub(super) fn new(program: PathBuf, cfg: &KubernetesConfig) -> Kubectl {
+        let timeout_secs = cfg.timeout_secs.max(1);
+        let mut global_flags = Vec::new();
+        if let Some(path) = &cfg.kubeconfig {
+            let mut flag = OsString::from("--kubeconfig=");
+            flag.push(path);
+            global_flags.push(flag);
+        }
+        if let Some(context) = &cfg.context {
+            global_flags.push(format!("--context={context}").into());
+        }
+        let mut env = Vec::new();
+        let path =
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+        env.push(("PATH".into(), path));
+        if let Some(home) = std::env::var_os("HOME") {
+            env.push(("HOME".into(), home));
+        }
+        match &cfg.kubeconfig {
+            Some(p) => env.push(("KUBECONFIG".into(), p.clone().into_os_string())),
+            None => {
+                if let Some(k) = std::env::var_os("KUBECONFIG") {
+                    env.push(("KUBECONFIG".into(), k));
+                }
+            }
+        }
+        for name in PASSTHROUGH_ENV {
+            if let Some(v) = std::env::var_os(name) {
+                env.push(((*name).into(), v));
+            }
+        }
+        Kubectl {
+            program,
+            global_flags,
+            env,
+            timeout: Duration::from_secs(timeout_secs),
+            max_output_bytes: cfg.max_output_bytes.max(1),
+        }
+    }
+
+    /// Runs `kubectl <args> <connection flags> --request-timeout=<t>s`, bounded by `limit`.
+    pub(super) async fn run(
+        &self,
+        args: &[String],
+        request_timeout: Duration,
+        limit: Duration,
+    ) -> Result<RunOutput, RunError> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(args)
+            .args(&self.global_flags)
+            .arg(format!(
+                "--request-timeout={}s",
+                request_timeout.as_secs().max(1)
+            ))
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+        // Declared after `child`, so dropped first: kills the whole group (kubectl and any
+        // credential plugin it started) before tokio reaps the leader.
+        let mut group = ProcessGroupGuard(child.id());
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let max = self.max_output_bytes;
+        let work = async {
+            let (out, err, status) = tokio::join!(
+                read_capped(stdout, max),
+                read_capped(stderr, MAX_STDERR_BYTES),
+                child.wait()
+            );
+            let (stdout, stdout_total) = out?;
+            let (stderr, _) = err?;
+            let status = status?;
+            Ok::<_, std::io::Error>((stdout, stdout_total, stderr, status))
+        };
+        match tokio::time::timeout(limit, work).await {
+            Err(_) => Err(RunError::TimedOut(limit)),
+            Ok(Err(e)) => Err(RunError::Io(e)),
+            Ok(Ok((stdout, stdout_total, stderr, status))) => {
+                group.disarm();
+                use std::os::unix::process::ExitStatusExt;
+                Ok(RunOutput {
+                    code: status.code(),
+                    signal: status.signal(),
+                    stdout,
+                    stdout_total,
+                    stderr,
+                })
+            }
+        }
+    }
+
+    /// Runs a tool's command and turns the result into the tool's output.
+    pub(super) async fn invoke(&self, args: &[String]) -> ToolOutput {
+        let invocation = display_command(args);
+        let mut output = match self
+            .run(args, self.timeout, self.timeout + Duration::from_secs(2))
+            .await
+        {
+            Ok(out) => to_tool_output(out, self.max_output_bytes),
+            Err(e) => ToolOutput::error(e.to_string()),
+        };
+        output.invocation = Some(invocation);
+        output
+    }
+}
+
+/// Kills a child's process group unless disarmed (the child was reaped normally).
+struct ProcessGroupGuard(Option<u32>);
+
+impl ProcessGroupGuard {
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for ProcessGroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: plain syscall; the group leader is our unreaped child, so the id is ours.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Reads everything (so the writer never blocks), keeping at most `cap` bytes.
+async fn read_capped<R: AsyncRead + Unpin>(
+    reader: Option<R>,
+    cap: usize,
+) -> std::io::Result<(Vec<u8>, u64)> {
+    let Some(mut reader) = reader else {
+        return Ok((Vec::new(), 0));
+    };
+    let mut kept = Vec::new();
+    let mut total: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        let room = cap.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+    }
+    Ok((kept, total))
+}
+
+/// `kubectl <args>` as shown to users (the connection flags are left out).
+pub(super) fn display_command(args: &[String]) -> String {
+    let mut line = String::from("kubectl");
+    for a in args {
+        line.push(' ');
+        if a.is_empty() || a.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
+            line.push_str(&format!("{a:?}"));
+        } else {
+            line.push_str(a);
+        }
+    }
+    line
+}
+
+/// True for klog's own log lines (`E1122 00:17:47.869604   26816 memcache.go:265] …`).
+fn is_klog_line(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.len() > 6
+        && matches!(b[0], b'I' | b'W' | b'E' | b'F')
+        && b[1..5].iter().all(u8::is_ascii_digit)
+        && b[5] == b' '
+}
+
+/// kubectl's stderr without klog noise (kept when it is all there is).
+pub(super) fn clean_stderr(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let plain: Vec<&str> = lines.iter().copied().filter(|l| !is_klog_line(l)).collect();
+    if plain.is_empty() {
+        lines.join("\n")
+    } else {
+        plain.join("\n")
+    }
+}
+
+/// The data text, cut at the last line break when kubectl printed more than the cap.
+fn stdout_text(stdout: &[u8], total: u64, cap: usize) -> String {
+    if total <= stdout.len() as u64 {
+        return String::from_utf8_lossy(stdout).into_owned();
+    }
+    let cut = match stdout.iter().rposition(|&b| b == b'\n') {
+        Some(i) if i > 0 => &stdout[..=i],
+        _ => stdout,
+    };
+    let mut text = String::from_utf8_lossy(cut).into_owned();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "\n[output truncated: kubectl printed {total} bytes, only the first {} are shown \
+         (limit {cap} bytes); narrow the query]",
+        cut.len()
+    ));
+    text
+}
+
+fn to_tool_output(out: RunOutput, cap: usize) -> ToolOutput {
+    let data = stdout_text(&out.stdout, out.stdout_total, cap);
+    let stderr = clean_stderr(&out.stderr);
+    match out.code {
+        Some(0) if data.trim().is_empty() => ToolOutput {
+            status: ToolStatus::NoData,
+            data: stderr,
+            error: None,
+            return_code: Some(0),
+            invocation: None,
+        },
+        Some(0) => ToolOutput {
+            status: ToolStatus::Success,
+            data,
+            error: None,
+            return_code: Some(0),
+            invocation: None,
+        },
+        code => {
+            let error = if !stderr.is_empty() {
+                stderr
+            } else if let Some(c) = code {
+                format!("kubectl exited with code {c}")
+            } else {
+                format!(
+                    "kubectl was killed by signal {}",
+                    out.signal.unwrap_or_default()
+                )
+            };
+            ToolOutput {
+                status: ToolStatus::Error,
+                data,
+                error: Some(error),
+                return_code: code,
+                invocation: None,
+            }
+        }
+    }
+}
+
+/// The kubectl binary: a path is taken as is, a bare name is looked up on PATH.
+pub(super) fn resolve_program(program: &Path) -> Option<PathBuf> {
+    if program.as_os_str().is_empty() {
+        return None;
+    }
+    if program.components().count() > 1 {
+        return is_executable(program).then(|| program.to_owned());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(code: Option<i32>, stdout: &str, stderr: &str) -> RunOutput {
+        RunOutput {
+            code,
+            signal: if code.is_none() { Some(9) } else { None },
+            stdout: stdout.as_bytes().to_vec(),
+            stdout_total: stdout.len() as u64,
+            stderr: stderr.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn exit_codes_map_to_statuses() {
+        let o = to_tool_output(out(Some(0), "NAME\nweb\n", "Warning: x\n"), 100);
+        assert_eq!(o.status, ToolStatus::Success);
+        assert_eq!(o.data, "NAME\nweb\n");
+        assert_eq!(o.return_code, Some(0));
+
+        let o = to_tool_output(
+            out(Some(0), "", "No resources found in shop namespace.\n"),
+            100,
+        );
+        assert_eq!(o.status, ToolStatus::NoData);
+        assert_eq!(o.data, "No resources found in shop namespace.");
+
+        let o = to_tool_output(
+            out(
+                Some(1),
+                "",
+                "E1122 00:17:47.869604   26816 memcache.go:265] noise\n\
+                 Error from server (NotFound): pods \"x\" not found\n",
+            ),
+            100,
+        );
+        assert_eq!(o.status, ToolStatus::Error);
+        assert_eq!(
+            o.error.as_deref(),
+            Some("Error from server (NotFound): pods \"x\" not found")
+        );
+        assert_eq!(o.return_code, Some(1));
+
+        let o = to_tool_output(out(Some(3), "", ""), 100);
+        assert_eq!(o.error.as_deref(), Some("kubectl exited with code 3"));
+        let o = to_tool_output(out(None, "", ""), 100);
+        assert_eq!(o.error.as_deref(), Some("kubectl was killed by signal 9"));
+        assert_eq!(o.return_code, None);
+    }
+
+    #[test]
+    fn long_output_is_cut_at_a_line_with_a_note() {
+        let full = "line one\nline two\nline three\n";
+        let o = to_tool_output(
+            RunOutput {
+                code: Some(0),
+                signal: None,
+                stdout: full.as_bytes()[..14].to_vec(),
+                stdout_total: full.len() as u64,
+                stderr: vec![],
+            },
+            14,
+        );
+        assert!(
+            o.data.starts_with("line one\n\n[output truncated"),
+            "{}",
+            o.data
+        );
+        assert!(o.data.contains("printed 29 bytes, only the first 9"));
+    }
+
+    #[test]
+    fn klog_lines_are_recognised() {
+        assert!(is_klog_line(
+            "E1122 00:17:47.869604   26816 memcache.go:265] \"Unhandled Error\""
+        ));
+        assert!(!is_klog_line("Error from server (NotFound): x"));
+        assert_eq!(
+            clean_stderr(b"E1122 00:17:47 only klog\n"),
+            "E1122 00:17:47 only klog"
+        );
+    }
+
+    #[test]
+    fn commands_are_displayed_like_a_shell_line() {
+        let args: Vec<String> = ["get", "pods", "-n", "shop", "-o", "wide"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(display_command(&args), "kubectl get pods -n shop -o wide");
+        assert_eq!(display_command(&["a b".to_string()]), "kubectl \"a b\"");
+    }
+
+    #[test]
+    fn programs_resolve_by_path_or_name() {
+        assert_eq!(resolve_program(Path::new("/nonexistent/kubectl")), None);
+        assert_eq!(resolve_program(Path::new("")), None);
+        assert_eq!(
+            resolve_program(Path::new("sh")).map(|p| p.is_absolute()),
+            Some(true)
+        );
+        assert_eq!(
+            resolve_program(Path::new("/bin/sh")),
+            Some(PathBuf::from("/bin/sh"))
+        );
+    }
+
+    /// A stand-in "kubectl" script to exercise the process handling without a cluster.
+    fn script(body: &str) -> (PathBuf, Kubectl) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!(
+            "triage-kubectl-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("kubectl");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let cfg = KubernetesConfig {
+            kubeconfig: Some(PathBuf::from("/tmp/kc")),
+            context: Some("prod".into()),
+            max_output_bytes: 80,
+            ..KubernetesConfig::default()
+        };
+        (dir, Kubectl::new(path, &cfg))
+    }
+
+    #[tokio::test]
+    async fn runs_with_flags_and_a_clean_environment() {
+        let (dir, k) = script("echo \"$@\"; env | sort");
+        let o = k.invoke(&["get".into(), "pods".into()]).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(o.status, ToolStatus::Success, "{o:?}");
+        // 80-byte cap: the first line fits, the environment is cut.
+        assert!(
+            o.data.starts_with(
+                "get pods --kubeconfig=/tmp/kc --context=prod --request-timeout=30s\n"
+            ),
+            "{}",
+            o.data
+        );
+        assert!(o.data.contains("[output truncated"));
+        assert_eq!(o.invocation.as_deref(), Some("kubectl get pods"));
+
+        let (dir, k) = script(
+            "env | grep -v '^PWD=' | grep -v '^SHLVL=' | grep -v '^_=' | cut -d= -f1 | sort | tr '\\n' ' '",
+        );
+        let o = k.invoke(&[]).await;
+        let _ = std::fs::remove_dir_all(&dir);
+        let names: Vec<&str> = o.data.split_whitespace().collect();
+        assert!(
+            names.contains(&"PATH") && names.contains(&"KUBECONFIG"),
+            "{names:?}"
+        );
+        assert!(
+            names
+                .iter()
+                .all(|n| ["PATH", "HOME", "KUBECONFIG"].contains(n) || PASSTHROUGH_ENV.contains(n)),
+            "{names:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hanging_kubectl_is_killed_with_its_children() {
+        let (dir, k) = script("sleep 30 & echo $! > \"$(dirname \"$0\")/bg.pid\"; sleep 30");
+        let started = std::time::Instant::now();
+        let r = k
+            .run(&[], Duration::from_secs(1), Duration::from_millis(500))
+            .await;
+        assert!(matches!(r, Err(RunError::TimedOut(_))), "{r:?}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let pid = std::fs::read_to_string(dir.join("bg.pid")).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        let pid = pid.trim();
+        assert!(
+            !pid.is_empty(),
+            "the script did not start its background child"
+        );
+        // The background `sleep` (same process group) is gone or a zombie awaiting its reaper.
+        let mut alive = true;
+        for _ in 0..50 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next());
+            if stat.is_empty() || state == Some("Z") {
+                alive = false;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!alive, "background child {pid} survived the timeout");
+    }
+}
