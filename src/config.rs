@@ -22,6 +22,7 @@ pub struct Settings {
     pub compat: CompatSettings,
     #[serde(default)]
     pub approvals: ApprovalSettings,
+    pub compaction: CompactionSettings,
     #[serde(default)]
     pub toolsets: ToolsetSettings,
     #[serde(default)]
@@ -75,6 +76,14 @@ pub struct AgentSettings {
     pub tool_budget_tokens: u32,
     /// Refuse a tool call identical to one already run in the same request.
     pub duplicate_call_guard: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionSettings {
+    pub enabled: bool,
+    /// Compact when tokens + reserved output exceed this share of the context window.
+    pub threshold_pct: u32,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -172,6 +181,14 @@ const HOLMES_ENV: &[(&str, &str)] = &[
     ),
     ("TOOL_CALL_SAFEGUARDS_ENABLED", "agent.duplicate_call_guard"),
     ("HOLMES_APPROVAL_SIGNING_KEY", "approvals.signing_key"),
+    (
+        "ENABLE_CONVERSATION_HISTORY_COMPACTION",
+        "compaction.enabled",
+    ),
+    (
+        "CONTEXT_WINDOW_COMPACTION_THRESHOLD_PCT",
+        "compaction.threshold_pct",
+    ),
     ("ENABLED_PROMPTS", "prompts.enabled"),
     ("CLUSTER_NAME", "prompts.cluster_name"),
     ("OVERRIDE_MAX_CONTENT_SIZE", "llm.max_context_size"),
@@ -264,6 +281,12 @@ impl Settings {
         if !(pct.is_finite() && pct > 0.0 && pct <= 100.0) {
             return Err(ConfigError::Invalid(format!(
                 "`agent.tool_budget_pct` (TOOL_MAX_ALLOCATED_CONTEXT_WINDOW_PCT) must be in (0, 100], got {pct}"
+            )));
+        }
+        if !(1..=100).contains(&self.compaction.threshold_pct) {
+            return Err(ConfigError::Invalid(format!(
+                "`compaction.threshold_pct` (CONTEXT_WINDOW_COMPACTION_THRESHOLD_PCT) must be 1..=100, got {}",
+                self.compaction.threshold_pct
             )));
         }
         if self.agent.max_steps == 0 {

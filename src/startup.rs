@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use crate::agent::{Agent, AgentOptions, ApprovalSigner};
+use crate::agent::{Agent, AgentOptions, ApprovalSigner, CompactionOptions};
 use crate::config::{ConfigError, Settings, ToolsetSettings};
 use crate::context::tokens::Tokenizer;
 use crate::http::{AppState, router};
@@ -84,6 +84,10 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
             tool_budget_pct: a.tool_budget_pct,
             tool_budget_tokens: a.tool_budget_tokens,
             duplicate_call_guard: a.duplicate_call_guard,
+        },
+        compaction: CompactionOptions {
+            enabled: settings.compaction.enabled,
+            threshold_pct: settings.compaction.threshold_pct,
         },
     }))
 }

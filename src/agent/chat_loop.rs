@@ -79,6 +79,44 @@ impl Agent {
             }
             let max_steps = self.options.max_steps;
             for step in 1..=max_steps {
+                if self.over_threshold(&run, tools_tokens, &model) {
+                    let mut why = None;
+                    if self.compaction.enabled {
+                        yield StreamEvent::CompactionStart(self.compaction_start(&run, tools_tokens, &model));
+                        match self.compact(&mut run, tools_tokens, &model).await {
+                            Ok(Some(outcome)) => {
+                                let m = &outcome.event.metadata;
+                                let notice = format!(
+                                    "The conversation history was compacted from {} to {} tokens to fit the model's context window.",
+                                    m.initial_tokens, m.compacted_tokens
+                                );
+                                yield StreamEvent::Compacted(Box::new(outcome.event));
+                                yield StreamEvent::AiMessage(AiMessage { content: Some(notice), reasoning: None, metadata: None });
+                                run.seen_calls.clear();
+                            }
+                            Ok(None) => why = Some("compaction did not make it smaller".to_owned()),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "compaction failed");
+                                why = Some(format!("compaction failed ({e})"));
+                            }
+                        }
+                    } else {
+                        why = Some("conversation history compaction is disabled".to_owned());
+                    }
+                    if !Self::fits(&run, tools_tokens, &model) {
+                        let text = format!(
+                            "The conversation no longer fits in the model's context window: the next request needs {} tokens \
+                             (including {} reserved for the answer) and the window is {} tokens; {}. Please start a new conversation.",
+                            Self::needed_tokens(&run, tools_tokens, &model),
+                            model.max_output_tokens,
+                            model.context_window,
+                            why.unwrap_or_else(|| "compaction failed to reduce the tokens sufficiently".to_owned()),
+                        );
+                        yield StreamEvent::AiMessage(AiMessage { content: Some(text.clone()), reasoning: None, metadata: None });
+                        yield StreamEvent::Error(ErrorEvent::new(text, false));
+                        return;
+                    }
+                }
                 let last_step = step == max_steps;
                 let tools = tool_definitions.as_deref().filter(|_| !last_step);
                 let request = CompletionRequest {

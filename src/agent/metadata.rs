@@ -29,6 +29,10 @@ impl UsageTracker {
         }
     }
 
+    pub fn count_compaction(&mut self) {
+        self.costs.num_compactions += 1;
+    }
+
     pub fn snapshot(
         &self,
         conv: &Conversation,

@@ -3,6 +3,7 @@
 
 mod approvals;
 mod chat_loop;
+mod compaction;
 mod frontend;
 mod images;
 mod metadata;
@@ -15,6 +16,7 @@ use crate::prompt::Prompts;
 use crate::tools::ToolRegistry;
 
 pub use approvals::{ApprovalSigner, TokenError};
+pub use compaction::CompactionOptions;
 pub use prepare::{ChatError, PreparedChat};
 
 pub struct AgentOptions {
@@ -31,4 +33,5 @@ pub struct Agent {
     pub tools: ToolRegistry,
     pub signer: ApprovalSigner,
     pub options: AgentOptions,
+    pub compaction: CompactionOptions,
 }

@@ -124,6 +124,12 @@ impl KubeStandin {
         &self.kubeconfig
     }
 
+    /// A directory for kubectl's `--cache-dir`, so runs against the stand-in leave nothing
+    /// in `~/.kube/cache` (it is removed with the stand-in).
+    pub fn cache_dir(&self) -> PathBuf {
+        self.dir.join("cache")
+    }
+
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
     }

@@ -44,6 +44,7 @@ fn ok(out: &ToolOutput) -> &str {
 async fn standin_toolset(standin: &KubeStandin) -> Toolset {
     let ts = toolset(&KubernetesConfig {
         kubeconfig: Some(standin.kubeconfig_path().to_owned()),
+        cache_dir: Some(standin.cache_dir()),
         ..KubernetesConfig::default()
     })
     .await;
@@ -366,6 +367,7 @@ async fn unreachable_cluster_makes_the_toolset_unavailable() {
     let started = std::time::Instant::now();
     let ts = toolset(&KubernetesConfig {
         kubeconfig: Some(kubeconfig),
+        cache_dir: Some(dir.join("cache")),
         ..KubernetesConfig::default()
     })
     .await;
@@ -386,6 +388,7 @@ async fn unreachable_cluster_makes_the_toolset_unavailable() {
     // A kubeconfig that does not exist.
     let ts = toolset(&KubernetesConfig {
         kubeconfig: Some("/nonexistent/kubeconfig".into()),
+        cache_dir: Some("/nonexistent/cache".into()),
         ..KubernetesConfig::default()
     })
     .await;
@@ -399,6 +402,7 @@ async fn unreachable_cluster_makes_the_toolset_unavailable() {
     let standin = kube_standin::start().await;
     let ts = toolset(&KubernetesConfig {
         kubeconfig: Some(standin.kubeconfig_path().to_owned()),
+        cache_dir: Some(standin.cache_dir()),
         context: Some("prod".into()),
         ..KubernetesConfig::default()
     })

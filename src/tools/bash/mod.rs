@@ -1,24 +1,624 @@
-//! The `bash` toolset (stub: being written).
+//! The `bash` toolset: one tool that runs a read-only shell command for troubleshooting.
+//!
+//! Every command is parsed with tree-sitter-bash and classified ([`policy::classify`]):
+//! allowed commands run at once; commands outside the allow list need the user's approval
+//! (the tool returns `approval_required` and the agent loop asks); dangerous forms
+//! (substitutions, file redirections, `sudo`, reading secrets, …) are refused outright,
+//! even with approval. Allowed commands run in a clean environment ([`run`]).
 
+mod parse;
+mod policy;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::Toolset;
+use super::{Tool, ToolContext, ToolOutput, Toolset, parameters_schema, parse_params};
+use crate::wire::events::ToolStatus;
+
+pub use policy::{BuiltinAllowlist, Policy, Verdict, classify};
+
+const TOOLSET: &str = "bash";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BashConfig {
     pub enabled: bool,
+    /// Built-in allow list: `core`, `extended` or `none`.
+    pub builtin_allowlist: BuiltinAllowlist,
+    /// More allowed command prefixes, e.g. `helm list`.
+    pub allow: Vec<String>,
+    /// Refused command prefixes, e.g. `kubectl get configmap`.
+    pub deny: Vec<String>,
+    /// Default timeout of a command.
+    pub timeout_secs: u64,
+    /// Largest timeout the model may ask for.
+    pub max_timeout_secs: u64,
+    /// Virtual-memory limit of a command (`ulimit -v`); 0 for none.
+    pub memory_limit_mb: u64,
+    /// Output kept; beyond it the command is killed.
+    pub max_output_bytes: usize,
 }
 
 impl Default for BashConfig {
     fn default() -> Self {
-        BashConfig { enabled: true }
+        BashConfig {
+            enabled: true,
+            builtin_allowlist: BuiltinAllowlist::Extended,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            timeout_secs: 30,
+            max_timeout_secs: 300,
+            memory_limit_mb: 800,
+            max_output_bytes: 1024 * 1024,
+        }
     }
 }
 
 pub fn toolset(cfg: &BashConfig) -> Toolset {
     if !cfg.enabled {
-        return Toolset::disabled("bash");
+        return Toolset::disabled(TOOLSET);
     }
-    Toolset::unavailable("bash", "not implemented yet")
+    let Some(bash) = find_bash() else {
+        return Toolset::unavailable(TOOLSET, "bash is not installed");
+    };
+    let tool = BashTool::new(cfg, bash, |k| std::env::var(k).ok());
+    let instructions = instructions(&tool.policy);
+    Toolset::enabled(TOOLSET, &instructions, vec![Arc::new(tool)])
+}
+
+/// `bash` in the commands' PATH, else in triage's.
+fn find_bash() -> Option<PathBuf> {
+    let inherited = std::env::var("PATH").unwrap_or_default();
+    run::SAFE_PATH
+        .split(':')
+        .chain(inherited.split(':'))
+        .filter(|d| d.starts_with('/'))
+        .map(|d| Path::new(d).join("bash"))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn instructions(policy: &Policy) -> String {
+    let allowed: Vec<String> = policy.allowed().collect();
+    let allowed = if allowed.is_empty() {
+        "none (every command needs the user's approval)".to_owned()
+    } else {
+        allowed.join(", ")
+    };
+    format!(
+        "# Shell commands (bash tool)\n\
+         Use the `bash` tool to run read-only commands, preferring `kubectl get`, `kubectl \
+         describe`, `kubectl logs` and `kubectl events` with text filters such as `grep`, \
+         `head` and `jq`. Commands that run without approval: {allowed}. Anything else needs \
+         the user's approval, so prefer those.\n\
+         Combine commands with `|`, `&&`, `||` and `;` only. Do not use variables ($X), \
+         command substitution ($(…), backticks), subshells, loops, redirection to files or \
+         `&`; `2>&1` and `2>/dev/null` are fine. Quote arguments that contain spaces or \
+         special characters (`'*.log'`, `'jsonpath={{.items[*].metadata.name}}'`), as \
+         unquoted globs need approval. Reading Kubernetes Secrets and credential files is \
+         refused.\n"
+    )
+}
+
+/// Parameters of the `bash` tool.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct BashParams {
+    /// The shell command to run, e.g. `kubectl get pods -n prod | grep -v Running`.
+    command: String,
+    /// Timeout in seconds (default 30, at most 300).
+    #[serde(default)]
+    timeout: Option<u64>,
+    /// Command prefixes the user could approve for later calls, e.g. `["kubectl rollout
+    /// status"]`; each must occur literally in the command.
+    #[serde(default)]
+    suggested_prefixes: Option<Vec<String>>,
+}
+
+pub struct BashTool {
+    policy: Policy,
+    schema: Value,
+    bash: PathBuf,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+    default_timeout: u64,
+    max_timeout: u64,
+    memory_limit_mb: u64,
+    max_output: usize,
+}
+
+impl BashTool {
+    /// `lookup` reads triage's environment (a parameter so tests need not change it).
+    fn new(cfg: &BashConfig, bash: PathBuf, lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let env = run::child_env(&lookup);
+        let home = env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| v.clone());
+        // A known working directory, so relative paths can be checked.
+        let cwd = if Path::new("/tmp").is_dir() {
+            "/tmp"
+        } else {
+            "/"
+        };
+        let kubeconfigs: Vec<String> = lookup("KUBECONFIG")
+            .map(|k| k.split(':').map(str::to_owned).collect())
+            .unwrap_or_default();
+        let policy = Policy::new(
+            cfg.builtin_allowlist,
+            &cfg.allow,
+            &cfg.deny,
+            home,
+            cwd.to_owned(),
+        )
+        .with_sensitive_paths(kubeconfigs);
+        let max_timeout = cfg.max_timeout_secs.max(1);
+        BashTool {
+            policy,
+            schema: parameters_schema::<BashParams>(),
+            bash,
+            env,
+            cwd: PathBuf::from(cwd),
+            default_timeout: cfg.timeout_secs.clamp(1, max_timeout),
+            max_timeout,
+            memory_limit_mb: cfg.memory_limit_mb,
+            max_output: cfg.max_output_bytes.max(1),
+        }
+    }
+
+    async fn call(&self, params: Value, ctx: &ToolContext) -> ToolOutput {
+        let p = match parse_params::<BashParams>(params) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let command = p.command;
+        let with_invocation = |mut out: ToolOutput| {
+            out.invocation = Some(command.clone());
+            out
+        };
+        if let Some(missing) = p
+            .suggested_prefixes
+            .iter()
+            .flatten()
+            .find(|s| !command.contains(s.as_str()))
+        {
+            return with_invocation(ToolOutput::error(format!(
+                "suggested prefix '{missing}' does not occur in the command"
+            )));
+        }
+        match classify(&command, &self.policy) {
+            Verdict::Refused(reason) => {
+                tracing::info!(%command, %reason, "bash command refused");
+                return with_invocation(ToolOutput::error(format!("Command refused: {reason}")));
+            }
+            Verdict::NeedsApproval(reason) if !ctx.user_approved => {
+                return with_invocation(ToolOutput {
+                    status: ToolStatus::ApprovalRequired,
+                    data: String::new(),
+                    error: Some(format!("Command requires approval. {reason}")),
+                    return_code: None,
+                    invocation: None,
+                });
+            }
+            Verdict::NeedsApproval(_) | Verdict::Allowed => {}
+        }
+        let secs = p
+            .timeout
+            .unwrap_or(self.default_timeout)
+            .clamp(1, self.max_timeout);
+        let spec = run::Spec {
+            bash: &self.bash,
+            command: &command,
+            env: &self.env,
+            cwd: &self.cwd,
+            timeout: Duration::from_secs(secs),
+            max_output: self.max_output,
+            memory_limit_mb: self.memory_limit_mb,
+        };
+        let finished = match run::run(spec).await {
+            Ok(f) => f,
+            Err(e) => {
+                return with_invocation(ToolOutput::error(format!("Could not run bash: {e}")));
+            }
+        };
+        let mut data = String::from_utf8_lossy(&finished.output).into_owned();
+        let (status, error, code) = match finished.outcome {
+            run::Outcome::TimedOut => (
+                ToolStatus::Error,
+                Some(format!("Command timed out after {secs} s")),
+                None,
+            ),
+            run::Outcome::Truncated => {
+                if !data.ends_with('\n') {
+                    data.push('\n');
+                }
+                data.push_str(&format!(
+                    "[output cut at {} bytes; the command was stopped]",
+                    self.max_output
+                ));
+                (ToolStatus::Success, None, None)
+            }
+            run::Outcome::Signaled(sig) => (
+                ToolStatus::Error,
+                Some(format!("Command was killed by signal {sig}")),
+                None,
+            ),
+            run::Outcome::Exited(0) if data.is_empty() => (ToolStatus::NoData, None, Some(0)),
+            run::Outcome::Exited(0) => (ToolStatus::Success, None, Some(0)),
+            run::Outcome::Exited(code) => (
+                ToolStatus::Error,
+                Some(format!("Command exited with code {code}")),
+                Some(code),
+            ),
+        };
+        with_invocation(ToolOutput {
+            status,
+            data,
+            error,
+            return_code: code,
+            invocation: None,
+        })
+    }
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        "bash"
+    }
+
+    fn toolset(&self) -> &str {
+        TOOLSET
+    }
+
+    fn description(&self) -> &str {
+        "Run a read-only shell command (bash) for troubleshooting, e.g. `kubectl get pods -n \
+         prod | grep -v Running`. Pipes `|` and the operators `&&`, `||` and `;` are allowed. \
+         Not allowed: redirection to files (`2>&1` and `2>/dev/null` are fine), subshells, \
+         command substitution `$(…)`, variables `$X`, loops and background jobs `&`. Commands \
+         outside the allow list need the user's approval. Output is stdout and stderr \
+         combined."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.schema
+    }
+
+    fn one_liner(&self, params: &Value) -> String {
+        params
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or("bash")
+            .to_owned()
+    }
+
+    fn timeout(&self) -> Duration {
+        // The command enforces its own timeout; this only backs it up.
+        Duration::from_secs(self.max_timeout + 15)
+    }
+
+    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(self.call(params, ctx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Instant;
+
+    fn tool_with(cfg: BashConfig) -> BashTool {
+        let bash = find_bash().expect("bash installed");
+        BashTool::new(&cfg, bash, |k| std::env::var(k).ok())
+    }
+
+    fn tool() -> BashTool {
+        tool_with(BashConfig::default())
+    }
+
+    fn approved() -> ToolContext {
+        ToolContext {
+            user_approved: true,
+        }
+    }
+
+    async fn invoke(tool: &BashTool, params: Value, ctx: &ToolContext) -> ToolOutput {
+        tool.invoke(params, ctx).await
+    }
+
+    /// Whether a process whose command line contains `pattern` exists.
+    fn running(pattern: &str) -> bool {
+        std::process::Command::new("pgrep")
+            .arg("-f")
+            .arg(pattern)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+
+    async fn gone_within(pattern: &str, limit: Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if !running(pattern) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        !running(pattern)
+    }
+
+    #[test]
+    fn config_defaults_and_parsing() {
+        let cfg: BashConfig = serde_json::from_value(json!({
+            "builtin_allowlist": "core", "allow": ["helm list"], "deny": ["kubectl delete"]
+        }))
+        .unwrap();
+        assert_eq!(cfg.builtin_allowlist, BuiltinAllowlist::Core);
+        assert_eq!(cfg.timeout_secs, 30);
+        assert_eq!(cfg.max_timeout_secs, 300);
+        assert_eq!(cfg.memory_limit_mb, 800);
+        assert_eq!(cfg.max_output_bytes, 1_048_576);
+        assert!(serde_json::from_value::<BashConfig>(json!({"bogus": 1})).is_err());
+        assert!(serde_json::from_value::<BashConfig>(json!({"builtin_allowlist": "all"})).is_err());
+        let none: BashConfig =
+            serde_json::from_value(json!({"builtin_allowlist": "none"})).unwrap();
+        assert_eq!(none.builtin_allowlist, BuiltinAllowlist::None);
+    }
+
+    #[test]
+    fn toolset_states() {
+        let off = toolset(&BashConfig {
+            enabled: false,
+            ..BashConfig::default()
+        });
+        assert_eq!(off.status, super::super::ToolsetStatus::Disabled);
+        let on = toolset(&BashConfig::default());
+        assert_eq!(on.status, super::super::ToolsetStatus::Enabled);
+        assert_eq!(on.tools.len(), 1);
+        assert_eq!(on.tools[0].name(), "bash");
+        assert_eq!(on.tools[0].toolset(), "bash");
+        assert!(on.instructions.contains("kubectl get"));
+        assert!(
+            on.instructions
+                .contains("jsonpath={.items[*].metadata.name}")
+        );
+        let schema = on.tools[0].parameters();
+        assert_eq!(schema["required"], json!(["command"]));
+        assert!(schema["properties"]["suggested_prefixes"].is_object());
+        assert_eq!(
+            on.tools[0].one_liner(&json!({"command": "kubectl get pods"})),
+            "kubectl get pods"
+        );
+    }
+
+    #[tokio::test]
+    async fn runs_an_allowed_command() {
+        let out = invoke(
+            &tool(),
+            json!({"command": "echo hello && echo 'a b' | tr a-z A-Z"}),
+            &ToolContext::default(),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+        assert_eq!(out.data, "hello\nA B\n");
+        assert_eq!(out.return_code, Some(0));
+        assert_eq!(
+            out.invocation.as_deref(),
+            Some("echo hello && echo 'a b' | tr a-z A-Z")
+        );
+    }
+
+    #[tokio::test]
+    async fn nonzero_exit_is_an_error_with_merged_output() {
+        let out = invoke(
+            &tool(),
+            json!({"command": "ls /definitely/not/here"}),
+            &ToolContext::default(),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert_eq!(out.return_code, Some(2));
+        assert_eq!(out.error.as_deref(), Some("Command exited with code 2"));
+        assert!(out.data.contains("No such file"), "stderr merged: {out:?}");
+    }
+
+    #[tokio::test]
+    async fn empty_output_is_no_data() {
+        let out = invoke(
+            &tool(),
+            json!({"command": "echo -n"}),
+            &ToolContext::default(),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::NoData, "{out:?}");
+        assert_eq!(out.return_code, Some(0));
+    }
+
+    #[tokio::test]
+    async fn refused_and_approval_required() {
+        let t = tool();
+        let out = invoke(
+            &t,
+            json!({"command": "cat /etc/shadow"}),
+            &approved(), // approval never overrides a refusal
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert!(
+            out.error
+                .as_deref()
+                .unwrap()
+                .starts_with("Command refused: /etc/shadow is a sensitive path"),
+            "{out:?}"
+        );
+        let out = invoke(
+            &t,
+            json!({"command": "rm -rf /tmp/triage-nope"}),
+            &ToolContext::default(),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::ApprovalRequired);
+        assert_eq!(
+            out.error.as_deref(),
+            Some(
+                "Command requires approval. Segment(s) not in allow list: 'rm -rf /tmp/triage-nope'"
+            )
+        );
+        assert_eq!(out.invocation.as_deref(), Some("rm -rf /tmp/triage-nope"));
+        assert!(out.data.is_empty());
+    }
+
+    #[tokio::test]
+    async fn user_approval_runs_a_command_outside_the_allow_list() {
+        let out = invoke(
+            &tool(),
+            json!({"command": "true && printenv LANG"}),
+            &approved(),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+        assert_eq!(out.data, "C.UTF-8\n");
+    }
+
+    #[tokio::test]
+    async fn suggested_prefixes_must_occur_in_the_command() {
+        let t = tool();
+        let out = invoke(
+            &t,
+            json!({"command": "echo hi", "suggested_prefixes": ["echo"]}),
+            &ToolContext::default(),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Success);
+        let out = invoke(
+            &t,
+            json!({"command": "echo hi", "suggested_prefixes": ["kubectl get"]}),
+            &ToolContext::default(),
+        )
+        .await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert!(out.error.unwrap().contains("'kubectl get'"));
+        let out = invoke(&t, json!({"cmd": "echo hi"}), &ToolContext::default()).await;
+        assert!(out.error.unwrap().contains("command"));
+    }
+
+    #[tokio::test]
+    async fn the_environment_is_clean() {
+        // The test process has variables the commands must not see (cargo sets CARGO_*).
+        assert!(std::env::vars().any(|(k, _)| k.starts_with("CARGO")));
+        let t = tool_with(BashConfig {
+            allow: vec!["printenv".into()],
+            ..BashConfig::default()
+        });
+        let out = invoke(&t, json!({"command": "printenv"}), &ToolContext::default()).await;
+        assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+        for line in out.data.lines() {
+            let key = line.split('=').next().unwrap();
+            assert!(
+                [
+                    "PATH",
+                    "LANG",
+                    "HOME",
+                    "KUBECONFIG",
+                    "KUBERNETES_SERVICE_HOST",
+                    "KUBERNETES_SERVICE_PORT",
+                    "PWD",
+                    "SHLVL",
+                    "_",
+                    "OLDPWD"
+                ]
+                .contains(&key),
+                "unexpected variable {line:?} in\n{}",
+                out.data
+            );
+        }
+        assert!(out.data.contains(&format!("PATH={}\n", run::SAFE_PATH)));
+    }
+
+    #[tokio::test]
+    async fn memory_is_limited() {
+        let out = invoke(&tool(), json!({"command": "ulimit -v"}), &approved()).await;
+        assert_eq!(out.data.trim(), "819200", "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_process_group() {
+        let start = Instant::now();
+        let out = invoke(
+            &tool(),
+            json!({"command": "sleep 30.0417 | cat", "timeout": 1}),
+            &approved(),
+        )
+        .await;
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(out.status, ToolStatus::Error);
+        assert_eq!(out.error.as_deref(), Some("Command timed out after 1 s"));
+        assert!(gone_within("sleep 30.0417", Duration::from_secs(2)).await);
+    }
+
+    #[tokio::test]
+    async fn output_is_capped() {
+        let t = tool_with(BashConfig {
+            max_output_bytes: 1000,
+            ..BashConfig::default()
+        });
+        let start = Instant::now();
+        let out = invoke(&t, json!({"command": "yes"}), &approved()).await;
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(out.status, ToolStatus::Success, "{:?}", out.error);
+        let (kept, note) = out.data.split_at(1000);
+        assert!(kept.starts_with("y\ny\n"));
+        assert_eq!(note, "[output cut at 1000 bytes; the command was stopped]");
+    }
+
+    #[tokio::test]
+    async fn non_utf8_output_is_converted_lossily() {
+        let out = invoke(
+            &tool(),
+            json!({"command": "printf 'a\\377b'"}),
+            &ToolContext::default(),
+        )
+        .await;
+        assert_eq!(out.data, "a\u{FFFD}b");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_call_kills_the_process_group() {
+        let t = tool();
+        let ctx = approved();
+        let seen_running = {
+            let call = invoke(&t, json!({"command": "sleep 5.0731 | cat"}), &ctx);
+            tokio::pin!(call);
+            tokio::select! {
+                _ = &mut call => false,
+                seen = async {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    running("sleep 5.0731")
+                } => seen,
+            }
+            // The call (client went away) is dropped here, unfinished.
+        };
+        assert!(
+            seen_running,
+            "the command should be running before the drop"
+        );
+        assert!(
+            gone_within("sleep 5.0731", Duration::from_secs(2)).await,
+            "sleep survived the dropped call"
+        );
+    }
 }

@@ -48,6 +48,9 @@ pub struct KubernetesConfig {
     pub kubeconfig: Option<PathBuf>,
     /// Passed as `--context`.
     pub context: Option<String>,
+    /// Passed as `--cache-dir` (kubectl's discovery and HTTP cache); default
+    /// `~/.kube/cache`.
+    pub cache_dir: Option<PathBuf>,
     /// Limit of one kubectl run, also passed as `--request-timeout`.
     pub timeout_secs: u64,
     /// Most of kubectl's output kept per call; the rest is cut with a note.
@@ -63,6 +66,7 @@ impl Default for KubernetesConfig {
             kubectl: PathBuf::from("kubectl"),
             kubeconfig: None,
             context: None,
+            cache_dir: None,
             timeout_secs: 30,
             max_output_bytes: 1024 * 1024,
             check_on_startup: true,

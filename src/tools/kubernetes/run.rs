@@ -84,6 +84,11 @@ impl Kubectl {
         if let Some(context) = &cfg.context {
             global_flags.push(format!("--context={context}").into());
         }
+        if let Some(dir) = &cfg.cache_dir {
+            let mut flag = OsString::from("--cache-dir=");
+            flag.push(dir);
+            global_flags.push(flag);
+        }
         let mut env = Vec::new();
         let path =
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -468,7 +473,8 @@ mod tests {
         let cfg = KubernetesConfig {
             kubeconfig: Some(PathBuf::from("/tmp/kc")),
             context: Some("prod".into()),
-            max_output_bytes: 80,
+            cache_dir: Some(PathBuf::from("/tmp/c")),
+            max_output_bytes: 100,
             ..KubernetesConfig::default()
         };
         (dir, Kubectl::new(path, &cfg))
@@ -480,10 +486,11 @@ mod tests {
         let o = k.invoke(&["get".into(), "pods".into()]).await;
         let _ = std::fs::remove_dir_all(&dir);
         assert_eq!(o.status, ToolStatus::Success, "{o:?}");
-        // 80-byte cap: the first line fits, the environment is cut.
+        // 100-byte cap: the first line fits, the environment is cut.
         assert!(
             o.data.starts_with(
-                "get pods --kubeconfig=/tmp/kc --context=prod --request-timeout=30s\n"
+                "get pods --kubeconfig=/tmp/kc --context=prod --cache-dir=/tmp/c \
+                 --request-timeout=30s\n"
             ),
             "{}",
             o.data

@@ -614,7 +614,7 @@ impl PromTool {
             return Ok(no_data(msg, &answer));
         }
         Ok(success(
-            name_list(&format!("metric names{filter}"), &names, "\n"),
+            name_list("metric name", &filter, &names, "\n"),
             &answer,
         ))
     }
@@ -640,7 +640,12 @@ impl PromTool {
                 }
                 let values: Vec<&str> = values.iter().map(String::as_str).collect();
                 Ok(success(
-                    name_list(&format!("values of label `{label}`{scope}"), &values, "\n"),
+                    name_list(
+                        "value",
+                        &format!(" of label `{label}`{scope}"),
+                        &values,
+                        "\n",
+                    ),
                     &answer,
                 ))
             }
@@ -651,7 +656,7 @@ impl PromTool {
                     return Ok(no_data(format!("No labels{scope}."), &answer));
                 }
                 let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                let mut text = name_list(&format!("label names{scope}"), &names, ", ");
+                let mut text = name_list("label name", &scope, &names, ", ");
                 text.push_str("\nPass `label` to list the values of one of them.");
                 Ok(success(text, &answer))
             }
@@ -805,12 +810,13 @@ fn string_list(data: &Value) -> Result<Vec<String>, String> {
 }
 
 /// "12 metric names matching `x`:" and the names, capped at [`MAX_NAMES`].
-fn name_list(what: &str, names: &[&str], sep: &str) -> String {
+fn name_list(noun: &str, scope: &str, names: &[&str], sep: &str) -> String {
     let shown = names.len().min(MAX_NAMES);
+    let counted = render::plural(names.len(), noun);
     let mut text = if shown == names.len() {
-        format!("{} {what}:\n", names.len())
+        format!("{counted}{scope}:\n")
     } else {
-        format!("{} {what} (showing the first {shown}):\n", names.len())
+        format!("{counted}{scope} (showing the first {shown}):\n")
     };
     text.push_str(&names[..shown].join(sep));
     if shown < names.len() {
@@ -911,10 +917,10 @@ fn parse_time(s: &str, now: f64) -> Result<f64, String> {
             return Ok(dt.and_utc().timestamp_millis() as f64 / 1000.0);
         }
     }
-    if let Ok(d) = NaiveDate::parse_from_str(t, "%Y-%m-%d") {
-        if let Some(dt) = d.and_hms_opt(0, 0, 0) {
-            return Ok(dt.and_utc().timestamp() as f64);
-        }
+    if let Ok(d) = NaiveDate::parse_from_str(t, "%Y-%m-%d")
+        && let Some(dt) = d.and_hms_opt(0, 0, 0)
+    {
+        return Ok(dt.and_utc().timestamp() as f64);
     }
     Err(bad())
 }
@@ -1163,8 +1169,9 @@ mod tests {
         assert!(!NameFilter::new("^node_(cpu|memory)").matches("go_memory"));
         // Not a valid regex: a substring.
         assert!(NameFilter::new("up{").matches("xup{"));
-        let list = name_list("things", &["a"; 600], "\n");
-        assert!(list.starts_with("600 things (showing the first 500):\n"));
+        let list = name_list("thing", " here", &["a"; 600], "\n");
+        assert!(list.starts_with("600 things here (showing the first 500):\n"));
+        assert_eq!(name_list("value", "", &["x"], "\n"), "1 value:\nx");
         assert!(list.ends_with("… 100 more not shown; narrow the list with a filter."));
     }
 }

@@ -58,7 +58,7 @@ fn render_vector(series: &[Value], max_series: usize) -> Rendered {
     for s in &series[..shown] {
         let labels = fmt_labels(s.get("metric"));
         let value = if let Some(v) = s.get("value") {
-            sample(v)?.1
+            fmt_value(&sample(v)?.1)
         } else if let Some(h) = s.get("histogram") {
             fmt_histogram(h)
         } else {
@@ -115,8 +115,8 @@ fn series_summary(out: &mut String, points: &[(f64, String)], max_points: usize)
     };
     let _ = write!(
         out,
-        "  {} points from {} to {}",
-        points.len(),
+        "  {} from {} to {}",
+        plural(points.len(), "point"),
         fmt_time(first.0),
         fmt_time(last.0)
     );
@@ -126,7 +126,7 @@ fn series_summary(out: &mut String, points: &[(f64, String)], max_points: usize)
         .filter(|v| v.is_finite())
         .collect();
     if numbers.is_empty() {
-        let _ = writeln!(out, "; last {}", last.1);
+        let _ = writeln!(out, "; last {}", fmt_value(&last.1));
     } else {
         let min = numbers.iter().copied().fold(f64::INFINITY, f64::min);
         let max = numbers.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -137,7 +137,7 @@ fn series_summary(out: &mut String, points: &[(f64, String)], max_points: usize)
             fmt_num(min),
             fmt_num(max),
             fmt_num(avg),
-            last.1
+            fmt_value(&last.1)
         );
     }
     if points.len() == 1 {
@@ -152,7 +152,10 @@ fn series_summary(out: &mut String, points: &[(f64, String)], max_points: usize)
     };
     let listed: Vec<String> = picked
         .iter()
-        .map(|&i| format!("{} {}", fmt_short_time(points[i].0, span), points[i].1))
+        .map(|&i| {
+            let (ts, value) = &points[i];
+            format!("{} {}", fmt_short_time(*ts, span), fmt_value(value))
+        })
         .collect();
     let _ = writeln!(out, "  {label}: {}", listed.join(", "));
 }
@@ -283,7 +286,14 @@ pub(super) fn fmt_num(v: f64) -> String {
     }
     let abs = v.abs();
     if !(1e-4..1e15).contains(&abs) {
-        return format!("{v:.4e}");
+        let s = format!("{v:.4e}");
+        return match s.split_once('e') {
+            Some((mantissa, exp)) if mantissa.contains('.') => format!(
+                "{}e{exp}",
+                mantissa.trim_end_matches('0').trim_end_matches('.')
+            ),
+            _ => s,
+        };
     }
     let decimals = (5 - abs.log10().floor() as i32).clamp(0, 10) as usize;
     let s = format!("{v:.decimals$}");
@@ -293,6 +303,22 @@ pub(super) fn fmt_num(v: f64) -> String {
         s
     };
     if s == "-0" { "0".into() } else { s }
+}
+
+/// A sample value for display: numbers compacted by [`fmt_num`], anything else as it came.
+fn fmt_value(raw: &str) -> String {
+    raw.parse::<f64>()
+        .map(fmt_num)
+        .unwrap_or_else(|_| raw.to_owned())
+}
+
+/// "1 point", "3 points".
+pub(super) fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// Renders the `data` of `/api/v1/alerts`; `None` when no alert is pending or firing.
@@ -322,8 +348,8 @@ pub(super) fn render_alerts(data: &Value, max: usize) -> Rendered {
     let firing = sorted.iter().filter(|a| state(a) == "firing").count();
     let pending = sorted.iter().filter(|a| state(a) == "pending").count();
     let mut out = format!(
-        "{} alerts ({firing} firing, {pending} pending):\n",
-        sorted.len()
+        "{} ({firing} firing, {pending} pending):\n",
+        plural(sorted.len(), "alert")
     );
     let shown = sorted.len().min(max.max(1));
     for a in &sorted[..shown] {
@@ -335,11 +361,16 @@ pub(super) fn render_alerts(data: &Value, max: usize) -> Rendered {
         let mut line = format!("- {name} [{}]", state(a));
         let since = active_at(a);
         if !since.is_empty() {
+            let since = DateTime::parse_from_rfc3339(&since)
+                .map(|t| {
+                    t.with_timezone(&Utc)
+                        .to_rfc3339_opts(SecondsFormat::Secs, true)
+                })
+                .unwrap_or(since);
             let _ = write!(line, " since {since}");
         }
         if let Some(v) = a.get("value").and_then(Value::as_str) {
-            let pretty = v.parse::<f64>().map(fmt_num).unwrap_or_else(|_| v.into());
-            let _ = write!(line, ", value {pretty}");
+            let _ = write!(line, ", value {}", fmt_value(v));
         }
         let annotations = a.get("annotations").and_then(Value::as_object);
         let text = ["summary", "description", "message"]
@@ -489,6 +520,11 @@ mod tests {
         assert_eq!(fmt_num(1.0 / 3.0), "0.333333");
         assert_eq!(fmt_num(1234.56789), "1234.57");
         assert_eq!(fmt_num(0.000012345), "1.2345e-5");
+        assert_eq!(fmt_num(1.5e-7), "1.5e-7");
+        assert_eq!(fmt_num(2e20), "2e20");
+        assert_eq!(fmt_value("0.22550833333333334"), "0.225508");
+        assert_eq!(fmt_value("+Inf"), "+Inf");
+        assert_eq!(fmt_value("n/a"), "n/a");
         assert_eq!(fmt_num(-2.5), "-2.5");
         assert_eq!(fmt_num(f64::NAN), "NaN");
     }
@@ -497,7 +533,7 @@ mod tests {
     fn renders_alerts() {
         let data = json!({"alerts":[
             {"labels":{"alertname":"Pending1","severity":"warning"},"annotations":{},
-             "state":"pending","activeAt":"2024-05-01T10:05:00Z","value":"0.5"},
+             "state":"pending","activeAt":"2024-05-01T10:05:00.123456789Z","value":"0.5"},
             {"labels":{"alertname":"HighErrorRate","severity":"critical","service":"api"},
              "annotations":{"summary":"Error rate   above\n5%","runbook_url":"https://runbooks/x"},
              "state":"firing","activeAt":"2024-05-01T10:00:00Z","value":"1e+00"}

@@ -1,0 +1,210 @@
+//! Running a checked command: a clean `bash` in its own process group, with a memory limit,
+//! merged output read up to a cap, and the whole group killed on timeout, on overflow, once
+//! the shell exits (stragglers) and when the caller stops waiting (the future is dropped).
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::process::Command;
+
+/// The PATH the commands get, whatever triage's own PATH is.
+pub const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Variables passed through from triage's environment when set; nothing else is (the
+/// server's API keys must not be visible). `KUBERNETES_SERVICE_*` let kubectl find the API
+/// server from inside a pod; they are addresses, not secrets.
+const PASSED_ENV: &[&str] = &[
+    "HOME",
+    "KUBECONFIG",
+    "KUBERNETES_SERVICE_HOST",
+    "KUBERNETES_SERVICE_PORT",
+];
+
+pub struct Spec<'a> {
+    pub bash: &'a Path,
+    pub command: &'a str,
+    pub env: &'a [(String, String)],
+    pub cwd: &'a Path,
+    pub timeout: Duration,
+    pub max_output: usize,
+    /// 0: no limit.
+    pub memory_limit_mb: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    /// The output reached the cap; the command was killed.
+    Truncated,
+}
+
+#[derive(Debug)]
+pub struct Finished {
+    pub output: Vec<u8>,
+    pub outcome: Outcome,
+}
+
+/// The environment of the commands, from a lookup in triage's environment.
+pub fn child_env(lookup: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("PATH".to_owned(), SAFE_PATH.to_owned()),
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+    ];
+    env.extend(
+        PASSED_ENV
+            .iter()
+            .filter_map(|k| lookup(k).map(|v| ((*k).to_owned(), v))),
+    );
+    env
+}
+
+/// Kills the process group when dropped, unless already done.
+struct GroupGuard(Option<i32>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            // SAFETY: killpg only sends a signal. `pgid` is the id of the group created for
+            // this command (process_group(0) makes it the shell's pid), checked to be > 1 so
+            // it can never mean "our own group" (0) or init.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `bash -c SCRIPT NAME COMMAND`: the command arrives as `$1` and is run by `eval`, so it is
+/// never spliced into the script text.
+fn script(memory_limit_mb: u64) -> String {
+    let limit = if memory_limit_mb > 0 {
+        format!(
+            "ulimit -v {} 2>/dev/null; ",
+            memory_limit_mb.saturating_mul(1024)
+        )
+    } else {
+        String::new()
+    };
+    format!("{limit}exec 2>&1; eval \"$1\"")
+}
+
+pub async fn run(spec: Spec<'_>) -> std::io::Result<Finished> {
+    let mut child = Command::new(spec.bash)
+        .arg("--noprofile")
+        .arg("--norc")
+        .arg("-c")
+        .arg(script(spec.memory_limit_mb))
+        .arg("triage-bash")
+        .arg(spec.command)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .filter(|id| *id > 1);
+    let mut guard = GroupGuard(pgid);
+    let Some(mut stdout) = child.stdout.take() else {
+        return Err(std::io::Error::other("no stdout pipe"));
+    };
+
+    let mut output = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut status = None;
+    let mut eof = false;
+    let mut cut = None;
+    let deadline = tokio::time::sleep(spec.timeout);
+    tokio::pin!(deadline);
+    while !(eof && status.is_some()) {
+        tokio::select! {
+            read = stdout.read(&mut buf), if !eof => match read {
+                Ok(0) | Err(_) => eof = true,
+                Ok(n) => {
+                    let room = spec.max_output.saturating_sub(output.len());
+                    if n > room {
+                        output.extend_from_slice(&buf[..room]);
+                        cut = Some(Outcome::Truncated);
+                        break;
+                    }
+                    output.extend_from_slice(&buf[..n]);
+                }
+            },
+            exit = child.wait(), if status.is_none() => {
+                status = Some(exit?);
+                // The shell is gone; end whatever it left behind holding the pipe.
+                guard.kill();
+            },
+            _ = &mut deadline => {
+                cut = Some(Outcome::TimedOut);
+                break;
+            }
+        }
+    }
+    guard.kill();
+    if let Some(outcome) = cut {
+        if status.is_none() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        }
+        return Ok(Finished { output, outcome });
+    }
+    let outcome = match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => Outcome::Exited(code),
+            (None, Some(sig)) => Outcome::Signaled(sig),
+            (None, None) => Outcome::Exited(-1),
+        },
+        None => Outcome::Exited(-1),
+    };
+    Ok(Finished { output, outcome })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_passes_only_the_listed_variables() {
+        let parent = |k: &str| match k {
+            "HOME" => Some("/home/t".to_owned()),
+            "KUBECONFIG" => Some("/k/config".to_owned()),
+            "OPENAI_API_KEY" | "TRIAGE_TEST_SECRET" | "PATH" => Some("secret".to_owned()),
+            _ => None,
+        };
+        let env = child_env(parent);
+        assert_eq!(
+            env,
+            vec![
+                ("PATH".to_owned(), SAFE_PATH.to_owned()),
+                ("LANG".to_owned(), "C.UTF-8".to_owned()),
+                ("HOME".to_owned(), "/home/t".to_owned()),
+                ("KUBECONFIG".to_owned(), "/k/config".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn script_sets_the_limit_and_merges_stderr() {
+        assert_eq!(
+            script(800),
+            "ulimit -v 819200 2>/dev/null; exec 2>&1; eval \"$1\""
+        );
+        assert_eq!(script(0), "exec 2>&1; eval \"$1\"");
+    }
+}
