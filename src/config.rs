@@ -45,6 +45,31 @@ pub struct ServerSettings {
     pub port: u16,
     pub body_limit_bytes: usize,
     pub keepalive_interval_secs: f64,
+    /// Accepted API keys (several allow rotation); HOLMES_API_KEY adds one.
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Serve without keys on a non-loopback address (HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED).
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
+    #[serde(default)]
+    pub tls_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key_file: Option<PathBuf>,
+    /// Browser origins allowed by CORS; empty disables CORS. `*` allows any origin.
+    #[serde(default)]
+    pub cors_allowed_origins: Vec<String>,
+    /// Requests served at once; beyond it 503 with Retry-After.
+    pub max_concurrent_requests: usize,
+    /// Whole-request deadline; a stream then ends with an `error` event.
+    pub request_deadline_secs: f64,
+    /// Time a client has to send its request headers (slow-loris guard).
+    pub header_read_timeout_secs: f64,
+    /// On SIGTERM, how long running requests may finish before open streams are ended.
+    pub shutdown_grace_secs: f64,
+    /// Request headers never passed to tools (HOLMES_PASSTHROUGH_BLOCKED_HEADERS).
+    pub passthrough_blocked_headers: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,6 +195,17 @@ impl From<figment::Error> for ConfigError {
 const HOLMES_ENV: &[(&str, &str)] = &[
     ("HOLMES_HOST", "server.host"),
     ("HOLMES_PORT", "server.port"),
+    ("HOLMES_API_KEY", "server.api_key"),
+    (
+        "HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED",
+        "server.allow_unauthenticated",
+    ),
+    ("HOLMES_SSL_CERTFILE", "server.tls_cert_file"),
+    ("HOLMES_SSL_KEYFILE", "server.tls_key_file"),
+    (
+        "HOLMES_PASSTHROUGH_BLOCKED_HEADERS",
+        "server.passthrough_blocked_headers",
+    ),
     ("MAX_STEPS", "agent.max_steps"),
     (
         "TOOL_MAX_ALLOCATED_CONTEXT_WINDOW_PCT",
@@ -201,6 +237,18 @@ const HOLMES_ENV: &[(&str, &str)] = &[
     ("API_BASE", "env_model.api_base"),
     ("API_VERSION", "env_model.api_version"),
 ];
+
+impl ServerSettings {
+    /// Every accepted API key: the list plus HOLMES_API_KEY.
+    pub fn all_api_keys(&self) -> Vec<String> {
+        self.api_keys
+            .iter()
+            .chain(&self.api_key)
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty())
+            .collect()
+    }
+}
 
 impl Settings {
     /// Loads settings from the layers above. `file` is `--config`; `TRIAGE_CONFIG` is its
@@ -270,6 +318,38 @@ impl Settings {
                     "`{key}` must be a positive number of seconds, got {value}"
                 )));
             }
+        }
+        for (key, value) in [
+            (
+                "server.request_deadline_secs",
+                self.server.request_deadline_secs,
+            ),
+            (
+                "server.header_read_timeout_secs",
+                self.server.header_read_timeout_secs,
+            ),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ConfigError::Invalid(format!(
+                    "`{key}` must be a positive number of seconds, got {value}"
+                )));
+            }
+        }
+        if !(self.server.shutdown_grace_secs.is_finite() && self.server.shutdown_grace_secs >= 0.0)
+        {
+            return Err(ConfigError::Invalid(
+                "`server.shutdown_grace_secs` must be 0 or positive".into(),
+            ));
+        }
+        if self.server.max_concurrent_requests == 0 {
+            return Err(ConfigError::Invalid(
+                "`server.max_concurrent_requests` must be at least 1".into(),
+            ));
+        }
+        if self.server.tls_cert_file.is_some() != self.server.tls_key_file.is_some() {
+            return Err(ConfigError::Invalid(
+                "TLS needs both `server.tls_cert_file` and `server.tls_key_file` (HOLMES_SSL_CERTFILE / HOLMES_SSL_KEYFILE)".into(),
+            ));
         }
         let keepalive = self.server.keepalive_interval_secs;
         if !(keepalive.is_finite() && keepalive >= 0.0) {

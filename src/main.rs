@@ -95,7 +95,7 @@ async fn ask(settings: Settings, question: String, model: Option<String>) -> Exi
         model,
         ..ChatRequest::default()
     };
-    let prepared = match agent.prepare(request) {
+    let prepared = match agent.prepare(request, uuid::Uuid::new_v4().to_string()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("triage: {e}");

@@ -1,15 +1,18 @@
 //! Building the application from settings: the one seam tests and `main` share. `build` binds
 //! the listener (port 0 in tests), so `port()` is known before serving starts.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
 
 use crate::agent::{Agent, AgentOptions, ApprovalSigner, CompactionOptions};
 use crate::config::{ConfigError, Settings, ToolsetSettings};
 use crate::context::tokens::Tokenizer;
-use crate::http::{AppState, router};
+use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
+use crate::http::{ApiKeys, AppState, RequestLimit, ShutdownWatch, router};
 use crate::llm::{LlmClient, ModelRegistry};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::tools::{self, ToolRegistry, ToolsetStatus};
@@ -22,6 +25,14 @@ pub enum StartupError {
     Prompt(#[from] crate::prompt::PromptError),
     #[error("cannot build the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    #[error("{0}")]
+    Tls(String),
+    #[error(
+        "refusing to serve on {0} without an API key: set HOLMES_API_KEY (or server.api_keys), \
+         bind to 127.0.0.1, or set HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED=true \
+         (TRIAGE_SERVER__ALLOW_UNAUTHENTICATED=true) to accept unauthenticated requests"
+    )]
+    Unprotected(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -127,25 +138,45 @@ pub struct Application {
     listener: TcpListener,
     router: axum::Router,
     port: u16,
+    serve: ServeOptions,
+    phase: watch::Sender<Phase>,
 }
 
 impl Application {
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
+        let server = &settings.server;
+        let keys = server.all_api_keys();
+        check_exposure(&server.host, !keys.is_empty(), server.allow_unauthenticated)?;
+        let tls = match (&server.tls_cert_file, &server.tls_key_file) {
+            (Some(cert), Some(key)) => {
+                install_crypto_provider();
+                Some(tls_acceptor(cert, key).map_err(StartupError::Tls)?)
+            }
+            _ => None,
+        };
         let agent = build_agent(&settings).await?;
         if agent.models.is_empty() {
             tracing::warn!("{}", crate::llm::registry::NO_MODEL_HELP);
         } else {
             tracing::info!(models = ?agent.models.keys(), "models configured");
         }
-        let keepalive = (settings.server.keepalive_interval_secs > 0.0)
-            .then(|| Duration::from_secs_f64(settings.server.keepalive_interval_secs));
+        let _ = crate::http::ops::metrics_handle();
+        let (phase, phase_rx) = watch::channel(Phase::Running);
+        let secs = Duration::from_secs_f64;
         let state = AppState {
             agent,
-            keepalive,
-            body_limit: settings.server.body_limit_bytes,
+            keepalive: (server.keepalive_interval_secs > 0.0)
+                .then(|| secs(server.keepalive_interval_secs)),
+            body_limit: server.body_limit_bytes,
             model_name_as_string: settings.compat.model_name_as_string,
+            api_keys: ApiKeys::new(&keys),
+            limit: RequestLimit(Arc::new(Semaphore::new(server.max_concurrent_requests))),
+            deadline: secs(server.request_deadline_secs),
+            shutdown: ShutdownWatch(phase_rx),
+            started: Instant::now(),
+            cors_allowed_origins: server.cors_allowed_origins.clone(),
         };
-        let addr = format!("{}:{}", settings.server.host, settings.server.port);
+        let addr = format!("{}:{}", server.host, server.port);
         let listener = TcpListener::bind(&addr)
             .await
             .map_err(|source| StartupError::Bind { addr, source })?;
@@ -154,6 +185,12 @@ impl Application {
             listener,
             router: router(state),
             port,
+            serve: ServeOptions {
+                tls,
+                header_read_timeout: secs(server.header_read_timeout_secs),
+                grace: secs(server.shutdown_grace_secs),
+            },
+            phase,
         })
     }
 
@@ -161,13 +198,42 @@ impl Application {
         self.port
     }
 
-    /// Serves until SIGINT/SIGTERM, then stops accepting and lets running requests finish.
+    /// Serves until SIGINT/SIGTERM, then shuts down gracefully.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        tracing::info!(port = self.port, "triage listening");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
+        self.run_until(shutdown_signal()).await
     }
+
+    /// Serves until `signal` resolves, then shuts down gracefully.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> std::io::Result<()> {
+        tracing::info!(
+            port = self.port,
+            tls = self.serve.tls.is_some(),
+            "triage listening"
+        );
+        serve(self.listener, self.router, self.serve, self.phase, signal).await
+    }
+}
+
+/// Fail closed: no API key on an address others can reach is refused unless explicitly allowed.
+fn check_exposure(
+    host: &str,
+    has_keys: bool,
+    allow_unauthenticated: bool,
+) -> Result<(), StartupError> {
+    let loopback = matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if has_keys || loopback || allow_unauthenticated {
+        if !has_keys && !loopback {
+            tracing::warn!(
+                host,
+                "serving without authentication on a non-loopback address"
+            );
+        }
+        return Ok(());
+    }
+    Err(StartupError::Unprotected(host.to_owned()))
 }
 
 async fn shutdown_signal() {
@@ -189,5 +255,25 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-    tracing::info!("shutting down");
+    tracing::info!("shutdown signal received");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_open_unauthenticated_servers() {
+        assert!(check_exposure("127.0.0.1", false, false).is_ok());
+        assert!(check_exposure("::1", false, false).is_ok());
+        assert!(check_exposure("0.0.0.0", true, false).is_ok());
+        assert!(check_exposure("0.0.0.0", false, true).is_ok());
+        let err = check_exposure("0.0.0.0", false, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED=true"),
+            "{err}"
+        );
+    }
 }

@@ -49,7 +49,7 @@ pub struct PreparedChat {
 }
 
 impl Agent {
-    pub fn prepare(&self, req: ChatRequest) -> Result<PreparedChat, ChatError> {
+    pub fn prepare(&self, req: ChatRequest, request_id: String) -> Result<PreparedChat, ChatError> {
         let model = self
             .models
             .resolve(req.model.as_deref())
@@ -127,7 +127,7 @@ impl Agent {
             follow_up_actions,
             response_format: req.response_format,
             format_check,
-            request_id: uuid::Uuid::new_v4().to_string(),
+            request_id,
             tool_definitions,
             tools_tokens,
             frontend_tools,

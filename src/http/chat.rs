@@ -1,6 +1,7 @@
 //! `POST /api/chat`: parse, let the agent prepare the conversation (refusals become HTTP
 //! errors), then stream its events as SSE or collect them into one JSON body.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
@@ -9,12 +10,18 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
 use super::body::{parse_json, read_body};
-use super::{ApiError, AppState, sse};
+use super::sse::StreamLimits;
+use super::{ApiError, AppState, RequestId, sse};
 use crate::wire::events::ToolCallResult;
 use crate::wire::{ChatRequest, ChatResponse, StreamEvent};
 
-pub async fn chat(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    match handle(state, body).await {
+pub async fn chat(
+    State(state): State<AppState>,
+    request_id: Option<Extension<RequestId>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let id = request_id.map_or_else(|| uuid::Uuid::new_v4().to_string(), |Extension(r)| r.0);
+    match handle(state, id, body).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
     }
@@ -22,19 +29,45 @@ pub async fn chat(State(state): State<AppState>, body: Result<Bytes, BytesReject
 
 async fn handle(
     state: AppState,
+    request_id: String,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(body, state.body_limit)?;
     let request: ChatRequest = parse_json(&bytes)?;
     drop(bytes);
     let stream = request.stream;
-    let prepared = state.agent.prepare(request)?;
-    let events = state.agent.clone().run(prepared);
+    let prepared = state.agent.prepare(request, request_id)?;
+    let events = in_span(state.agent.clone().run(prepared), tracing::Span::current());
     if stream {
-        Ok(sse::response(events, state.keepalive))
-    } else {
-        collect(events).await.map(|r| axum::Json(r).into_response())
+        let limits = StreamLimits {
+            keepalive: state.keepalive,
+            deadline: state.deadline,
+            shutdown: Some(state.shutdown.clone()),
+        };
+        return Ok(sse::response(events, limits));
     }
+    match tokio::time::timeout(state.deadline, collect(events)).await {
+        Ok(result) => result.map(|r| axum::Json(r).into_response()),
+        Err(_) => Err(ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "The request exceeded its deadline of {} s (server.request_deadline_secs)",
+                state.deadline.as_secs_f64()
+            ),
+        )),
+    }
+}
+
+/// Polls the agent's stream inside the request's span, so its logs carry the request id.
+fn in_span<S: Stream + Send + 'static>(
+    inner: S,
+    span: tracing::Span,
+) -> impl Stream<Item = S::Item> + Send + 'static {
+    let mut inner = Box::pin(inner);
+    futures::stream::poll_fn(move |cx| {
+        let _entered = span.enter();
+        inner.as_mut().poll_next(cx)
+    })
 }
 
 /// Drains the event stream into the non-streaming response.

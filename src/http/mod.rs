@@ -1,21 +1,34 @@
-//! HTTP: routes, the `{"detail": …}` error shape, JSON body parsing and SSE framing.
-//! Handlers only translate between HTTP and the agent.
+//! HTTP: routes, middleware (request ids, API keys, load shedding, CORS), the `{"detail": …}`
+//! error shape, JSON body parsing and SSE framing. Handlers only translate between HTTP and
+//! the agent.
 
+pub mod auth;
 mod body;
 mod chat;
 mod error;
+mod limits;
+pub mod ops;
+pub mod server;
 pub mod sse;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, Method, header};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tracing::Instrument;
 
 use crate::agent::Agent;
+pub use auth::ApiKeys;
 pub use error::ApiError;
+pub use limits::RequestLimit;
+pub use server::ShutdownWatch;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -23,16 +36,77 @@ pub struct AppState {
     pub keepalive: Option<Duration>,
     pub body_limit: usize,
     pub model_name_as_string: bool,
+    pub api_keys: ApiKeys,
+    pub limit: RequestLimit,
+    pub deadline: Duration,
+    pub shutdown: ShutdownWatch,
+    pub started: Instant,
+    pub cors_allowed_origins: Vec<String>,
 }
 
+/// The id of a request: in every log line of it, the `x-request-id` header and `metadata`.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let cors = cors_layer(&state.cors_allowed_origins);
+    let router = Router::new()
         .route("/api/chat", post(chat::chat))
         .route("/api/model", get(models))
+        .route("/api/info", get(ops::info))
+        .route("/metrics", get(ops::metrics))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "Not Found") })
         .layer(DefaultBodyLimit::max(state.body_limit))
-        .layer(tower_http::trace::TraceLayer::new_for_http())
-        .with_state(state)
+        .layer(from_fn_with_state(state.clone(), limits::track_and_limit))
+        .layer(from_fn_with_state(state.clone(), auth::require_api_key));
+    let router = match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    };
+    router.layer(from_fn(request_context)).with_state(state)
+}
+
+/// Gives each request an id and a tracing span that carries it.
+async fn request_context(mut request: Request, next: Next) -> Response {
+    let id = uuid::Uuid::new_v4().to_string();
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        method = %request.method(),
+        path = %request.uri().path(),
+    );
+    request.extensions_mut().insert(RequestId(id.clone()));
+    let mut response = next.run(request).instrument(span).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    response
+}
+
+fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
+    let allow = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(allow)
+            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_headers([
+                header::CONTENT_TYPE,
+                header::AUTHORIZATION,
+                header::ACCEPT,
+                header::HeaderName::from_static("x-api-key"),
+            ])
+            .expose_headers([header::HeaderName::from_static("x-request-id")])
+            .max_age(Duration::from_secs(600)),
+    )
 }
 
 async fn models(State(state): State<AppState>) -> Json<Value> {

@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
+use super::ShutdownWatch;
 use crate::wire::StreamEvent;
 use crate::wire::events::ErrorEvent;
 
@@ -38,23 +39,60 @@ pub fn encode(event: &StreamEvent) -> Bytes {
     Bytes::from(buf)
 }
 
-/// The streaming response: headers go out at once, then one frame per event.
-pub fn response<S>(events: S, keepalive: Option<Duration>) -> Response
+/// What bounds a stream besides its own end.
+#[derive(Clone)]
+pub struct StreamLimits {
+    /// Comment frame after this much silence.
+    pub keepalive: Option<Duration>,
+    pub deadline: Duration,
+    pub shutdown: Option<ShutdownWatch>,
+}
+
+/// The streaming response: headers go out at once, then one frame per event. The stream ends
+/// after a terminal event, or with an `error` event at the deadline or on server shutdown.
+pub fn response<S>(events: S, limits: StreamLimits) -> Response
 where
     S: Stream<Item = StreamEvent> + Send + 'static,
 {
     let frames = async_stream::stream! {
         let mut events = std::pin::pin!(events);
+        let deadline = tokio::time::sleep(limits.deadline);
+        let mut deadline = std::pin::pin!(deadline);
+        let closing = async move {
+            match limits.shutdown {
+                Some(watch) => watch.closing().await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut closing = std::pin::pin!(closing);
         loop {
-            let next = match keepalive {
-                Some(interval) => match tokio::time::timeout(interval, events.next()).await {
-                    Ok(next) => next,
-                    Err(_) => {
-                        yield Ok::<Bytes, Infallible>(Bytes::from_static(KEEPALIVE_FRAME));
-                        continue;
-                    }
-                },
-                None => events.next().await,
+            let silence = async {
+                match limits.keepalive {
+                    Some(interval) => tokio::time::sleep(interval).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let next = tokio::select! {
+                biased;
+                () = &mut closing => {
+                    yield Ok::<Bytes, Infallible>(encode(&StreamEvent::Error(ErrorEvent::new(
+                        "The server is shutting down: this stream was ended before the answer was complete. Send the request again.".into(),
+                        false,
+                    ))));
+                    break;
+                }
+                () = &mut deadline => {
+                    yield Ok(encode(&StreamEvent::Error(ErrorEvent::new(
+                        format!("The request exceeded its deadline of {} s (server.request_deadline_secs)", limits.deadline.as_secs_f64()),
+                        false,
+                    ))));
+                    break;
+                }
+                next = events.next() => next,
+                () = silence => {
+                    yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
+                    continue;
+                }
             };
             let Some(event) = next else { break };
             let terminal = event.is_terminal();
@@ -121,10 +159,37 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(35)).await;
             yield StreamEvent::Error(ErrorEvent::new("x".into(), false));
         };
-        let body = response(events, Some(Duration::from_secs(15))).into_body();
+        let limits = StreamLimits {
+            keepalive: Some(Duration::from_secs(15)),
+            deadline: Duration::from_secs(3600),
+            shutdown: None,
+        };
+        let body = response(events, limits).into_body();
         let bytes = body.collect().await.unwrap().to_bytes();
         let text = std::str::from_utf8(&bytes).unwrap();
         assert_eq!(text.matches(": keep-alive\n\n").count(), 2, "{text}");
         assert!(text.ends_with("}\n\n"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deadline_ends_the_stream_with_an_error() {
+        use http_body_util::BodyExt;
+        let events = futures::stream::pending::<StreamEvent>();
+        let limits = StreamLimits {
+            keepalive: None,
+            deadline: Duration::from_secs(5),
+            shutdown: None,
+        };
+        let bytes = response(events, limits)
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes();
+        let text = std::str::from_utf8(&bytes).unwrap();
+        assert!(
+            text.starts_with("event: error\n") && text.contains("deadline of 5 s"),
+            "{text}"
+        );
     }
 }

@@ -30,6 +30,8 @@ const HTML_WIDTH: usize = 100;
 /// Bytes of an error page read for its excerpt, and characters shown.
 const ERROR_BODY_BYTES: usize = 16 * 1024;
 const ERROR_EXCERPT_CHARS: usize = 300;
+/// HTML nested deeper than this is not converted: html2text takes quadratic time on it.
+const MAX_HTML_DEPTH: usize = 1000;
 const ACCEPT_VALUE: &str =
     "text/html,application/xhtml+xml,application/json;q=0.9,text/plain;q=0.9,*/*;q=0.5";
 
@@ -539,7 +541,20 @@ impl Fetcher {
             format!("unsupported content type at {url}: none declared, and the body is not text")
         })?;
         let (text, title) = match kind {
-            Kind::Html => (html_to_text(&body)?, html_title(&body)),
+            Kind::Html => {
+                if html_nesting_depth(&body) > MAX_HTML_DEPTH {
+                    return Err(format!(
+                        "cannot convert the HTML page at {url} to text: its elements are nested \
+                         more than {MAX_HTML_DEPTH} levels deep"
+                    ));
+                }
+                // Off the async workers: conversion of a large page takes a while.
+                let title = html_title(&body);
+                let text = tokio::task::spawn_blocking(move || html_to_text(&body))
+                    .await
+                    .map_err(|_| format!("converting the HTML page at {url} to text failed"))??;
+                (text, title)
+            }
             Kind::Json | Kind::Text => (String::from_utf8_lossy(&body).into_owned(), None),
         };
         let (text, cut_chars) = clip_chars(text, self.max_output_chars);
@@ -625,6 +640,57 @@ fn html_to_text(body: &[u8]) -> Result<String, String> {
         out.push('\n');
     }
     Ok(out.trim().to_owned())
+}
+
+/// The deepest nesting of block containers (`div`, `ul`, `blockquote`…), counted from their
+/// start and end tags: a cheap guard, not a parse.
+fn html_nesting_depth(body: &[u8]) -> usize {
+    const CONTAINERS: [&[u8]; 20] = [
+        b"div",
+        b"ul",
+        b"ol",
+        b"dl",
+        b"blockquote",
+        b"section",
+        b"article",
+        b"aside",
+        b"nav",
+        b"main",
+        b"header",
+        b"footer",
+        b"form",
+        b"fieldset",
+        b"details",
+        b"figure",
+        b"table",
+        b"pre",
+        b"center",
+        b"menu",
+    ];
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut i = 0;
+    while let Some(offset) = body[i..].iter().position(|&b| b == b'<') {
+        let mut j = i + offset + 1;
+        let closing = body.get(j) == Some(&b'/');
+        if closing {
+            j += 1;
+        }
+        let len = body[j..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count();
+        let name = body[j..j + len].to_ascii_lowercase();
+        if CONTAINERS.contains(&name.as_slice()) {
+            if closing {
+                depth = depth.saturating_sub(1);
+            } else {
+                depth += 1;
+                max = max.max(depth);
+            }
+        }
+        i = j + len;
+    }
+    max
 }
 
 /// The `<title>` of an HTML page (html2text drops the head).
@@ -777,7 +843,24 @@ mod tests {
         );
         assert_eq!(html_title(html).as_deref(), Some("Run & book"));
         assert_eq!(clip_chars("héllo".into(), 2), ("hé".into(), true));
+        assert_eq!(html_nesting_depth(html), 0);
+        assert_eq!(html_nesting_depth(b"<div><DIV>x</div></div><div></div>"), 2);
+        assert_eq!(html_nesting_depth("<ul><li>".repeat(5).as_bytes()), 5);
+        assert_eq!(
+            html_nesting_depth("<div>x</div>".repeat(5000).as_bytes()),
+            1
+        );
+        assert_eq!(html_nesting_depth(b"<"), 0);
         assert_eq!(clip_chars("hé".into(), 2), ("hé".into(), false));
+    }
+
+    #[tokio::test]
+    async fn the_resolver_refuses_private_names() {
+        use reqwest::dns::{Name, Resolve};
+        let name: Name = "localhost".parse().unwrap();
+        let err = PublicOnlyResolver.resolve(name).await.err().unwrap();
+        assert!(err.to_string().contains("`localhost` resolves to"), "{err}");
+        assert!(err.to_string().contains("SSRF"), "{err}");
     }
 
     #[tokio::test]

@@ -7,8 +7,8 @@ use crate::helpers::spawn_app_with;
 
 #[tokio::test]
 async fn oversized_output_is_cut_and_reported() {
-    // A 4000-token window: the per-tool budget is 15% = 600 tokens.
-    let app = spawn_app_with("[models.fake]\ncustom_args = { max_context_size = 4000 }\n").await;
+    // A 300-token budget per tool result (the window's 15% would be far larger).
+    let app = spawn_app_with("[agent]\ntool_budget_tokens = 300\n").await;
     let long = "pod web-1 restarted because of OOMKilled ".repeat(200);
     app.llm.push(Step::tool(
         "big",
@@ -25,6 +25,7 @@ async fn oversized_output_is_cut_and_reported() {
     assert_eq!(t["tool_name"], "TodoWrite");
     assert_eq!(t["start_index"], 0);
     assert!(t["original_token_count"].as_u64().unwrap() > 1500);
+    assert!(body["metadata"]["max_tokens"] == 200000);
     let sent = app.llm_messages(1);
     let content = sent[3]["content"].as_str().unwrap();
     assert!(content.ends_with("[TRUNCATED]"), "{content}");

@@ -74,6 +74,10 @@ async fn start_site() -> Site {
             get(|| async { typed("text/plain", "0123456789abcdef\n".repeat(20_000)) }),
         )
         .route(
+            "/deep.html",
+            get(|| async { typed("text/html", "<div>".repeat(5_000)) }),
+        )
+        .route(
             "/image.png",
             get(|| async { typed("image/png", &b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"[..]) }),
         )
@@ -256,6 +260,13 @@ async fn fetches_html_json_redirects_and_errors() {
     let out = fetch(&ts, &format!("{base}/image.png")).await;
     assert!(
         err(&out).starts_with("unsupported content type `image/png`"),
+        "{out:?}"
+    );
+
+    // Pathologically nested HTML is not converted (html2text is quadratic on it).
+    let out = fetch(&ts, &format!("{base}/deep.html")).await;
+    assert!(
+        err(&out).contains("nested more than 1000 levels deep"),
         "{out:?}"
     );
 

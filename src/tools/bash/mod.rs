@@ -36,6 +36,9 @@ pub struct BashConfig {
     pub allow: Vec<String>,
     /// Refused command prefixes, e.g. `kubectl get configmap`.
     pub deny: Vec<String>,
+    /// More absolute paths commands may never name (besides `/etc/shadow`, `~/.ssh`, the
+    /// KUBECONFIG files…), e.g. files holding this server's own credentials.
+    pub sensitive_paths: Vec<String>,
     /// Default timeout of a command.
     pub timeout_secs: u64,
     /// Largest timeout the model may ask for.
@@ -53,6 +56,7 @@ impl Default for BashConfig {
             builtin_allowlist: BuiltinAllowlist::Extended,
             allow: Vec::new(),
             deny: Vec::new(),
+            sensitive_paths: Vec::new(),
             timeout_secs: 30,
             max_timeout_secs: 300,
             memory_limit_mb: 800,
@@ -161,7 +165,8 @@ impl BashTool {
             home,
             cwd.to_owned(),
         )
-        .with_sensitive_paths(kubeconfigs);
+        .with_sensitive_paths(kubeconfigs)
+        .with_sensitive_paths(cfg.sensitive_paths.iter().cloned());
         let max_timeout = cfg.max_timeout_secs.max(1);
         BashTool {
             policy,
@@ -476,6 +481,24 @@ mod tests {
         );
         assert_eq!(out.invocation.as_deref(), Some("rm -rf /tmp/triage-nope"));
         assert!(out.data.is_empty());
+    }
+
+    #[tokio::test]
+    async fn configured_sensitive_paths_are_refused() {
+        let t = tool_with(BashConfig {
+            sensitive_paths: vec!["/etc/triage".into()],
+            ..BashConfig::default()
+        });
+        let out = invoke(
+            &t,
+            json!({"command": "cat /etc/triage/config.toml"}),
+            &approved(),
+        )
+        .await;
+        assert_eq!(
+            out.error.as_deref(),
+            Some("Command refused: /etc/triage is a sensitive path")
+        );
     }
 
     #[tokio::test]

@@ -76,11 +76,13 @@ pub(crate) fn analyse(command: &str, home: Option<&str>) -> Analysis {
         src: command,
         home,
         refused: None,
+        unreliable: None,
         approvals: Vec::new(),
         segments: Vec::new(),
     };
     walker.walk(root);
-    match walker.refused {
+    // A construct found in the tree (`$(…)`) explains more than the word check it also fails.
+    match walker.refused.or(walker.unreliable) {
         Some(reason) => Analysis::Refused(reason),
         None => Analysis::Parsed {
             segments: walker.segments,
@@ -92,7 +94,10 @@ pub(crate) fn analyse(command: &str, home: Option<&str>) -> Analysis {
 struct Walker<'a> {
     src: &'a str,
     home: Option<&'a str>,
+    /// A refused construct found in the tree.
     refused: Option<String>,
+    /// A word or gap that fails [`lex`] or the blank check.
+    unreliable: Option<String>,
     approvals: Vec<String>,
     segments: Vec<Segment>,
 }
@@ -105,6 +110,12 @@ impl<'a> Walker<'a> {
     fn refuse(&mut self, reason: &str) {
         if self.refused.is_none() {
             self.refused = Some(reason.to_owned());
+        }
+    }
+
+    fn word_failed(&mut self, reason: &str) {
+        if self.unreliable.is_none() {
+            self.unreliable = Some(reason.to_owned());
         }
     }
 
@@ -182,7 +193,7 @@ impl<'a> Walker<'a> {
                 self.command(node);
                 return true;
             }
-            "redirected_statement" => {
+            "redirected_statement" | "negated_command" => {
                 self.check_gaps(node);
                 return true;
             }
@@ -190,9 +201,9 @@ impl<'a> Walker<'a> {
                 self.comment(node);
                 return false;
             }
-            "program" | "list" | "pipeline" | "negated_command" | "command_name" | "word"
-            | "number" | "string" | "string_content" | "raw_string" | "concatenation"
-            | "brace_expression" | "file_descriptor" => return true,
+            "program" | "list" | "pipeline" | "command_name" | "word" | "number" | "string"
+            | "string_content" | "raw_string" | "concatenation" | "brace_expression"
+            | "file_descriptor" => return true,
             // Parts of compound statements and tests, which already need approval.
             "do_group"
             | "else_clause"
@@ -225,7 +236,7 @@ impl<'a> Walker<'a> {
                 if matches!(cursor.field_name(), Some("name" | "argument")) {
                     match lex(self.text(cursor.node()), self.home) {
                         Ok(word) => words.push(word),
-                        Err(reason) => self.refuse(reason),
+                        Err(reason) => self.word_failed(reason),
                     }
                 }
                 if !cursor.goto_next_sibling() {
@@ -253,15 +264,15 @@ impl<'a> Walker<'a> {
             let ok = match gap {
                 None => false,
                 Some(g) if g.contains('\\') => {
-                    self.refuse(CONTINUATION);
-                    false
+                    self.word_failed(CONTINUATION);
+                    continue;
                 }
                 Some(g) if !g.chars().all(|c| c == ' ' || c == '\t') => false,
                 Some("") => self.text(next).starts_with(['<', '>', '&']),
                 Some(_) => true,
             };
             if !ok {
-                self.refuse(UNRELIABLE);
+                self.word_failed(UNRELIABLE);
             }
         }
     }
@@ -289,7 +300,7 @@ impl<'a> Walker<'a> {
         }
         if destinations.len() > 1 {
             // tree-sitter reads `ls 2>/dev/null -la` as two destinations; bash as an argument.
-            self.refuse(UNRELIABLE);
+            self.word_failed(UNRELIABLE);
             return;
         }
         let dest = match destinations.first() {
@@ -297,7 +308,7 @@ impl<'a> Walker<'a> {
             Some(d) => match lex(self.text(*d), self.home) {
                 Ok(w) => Some(w.text),
                 Err(reason) => {
-                    self.refuse(reason);
+                    self.word_failed(reason);
                     return;
                 }
             },
@@ -329,7 +340,7 @@ impl<'a> Walker<'a> {
             before,
             None | Some(' ' | '\t' | '\n' | ';' | '|' | '&' | '(' | ')')
         ) {
-            self.refuse(UNRELIABLE);
+            self.word_failed(UNRELIABLE);
         }
     }
 }

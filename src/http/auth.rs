@@ -1,0 +1,101 @@
+//! API keys: `X-API-Key: <key>` or `Authorization: Bearer <key>`, compared in constant time.
+//! Only the exact health routes are exempt (matched on the routed path, not a prefix).
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use super::{ApiError, AppState};
+
+/// Routes anyone may call: the liveness and readiness probes.
+const EXEMPT: &[&str] = &["/healthz", "/readyz"];
+
+/// SHA-256 digests of the accepted keys: comparing digests keeps the comparison's time
+/// independent of the key's length and content.
+#[derive(Clone, Default)]
+pub struct ApiKeys(Vec<[u8; 32]>);
+
+impl ApiKeys {
+    pub fn new(keys: &[String]) -> ApiKeys {
+        ApiKeys(keys.iter().map(|k| digest(k)).collect())
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    fn accepts(&self, presented: &str) -> bool {
+        let d = digest(presented);
+        // Check every key so the time does not reveal which one matched.
+        self.0
+            .iter()
+            .fold(false, |ok, k| ok | constant_time_eq(k, &d))
+    }
+}
+
+fn digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(k) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return Some(k.trim());
+    }
+    let auth = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
+    let (scheme, token) = auth.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+pub async fn require_api_key(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !state.api_keys.enabled() || EXEMPT.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    match presented_key(request.headers()) {
+        Some(key) if state.api_keys.accepts(key) => next.run(request).await,
+        _ => {
+            let mut response =
+                ApiError::new(StatusCode::UNAUTHORIZED, "Invalid or missing API key")
+                    .into_response();
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+            response
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_from_either_header() {
+        let keys = ApiKeys::new(&["k1".into(), "k2".into()]);
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "bearer k2".parse().unwrap());
+        assert!(keys.accepts(presented_key(&h).unwrap()));
+        h.insert("x-api-key", "nope".parse().unwrap());
+        assert!(
+            !keys.accepts(presented_key(&h).unwrap()),
+            "X-API-Key is checked first"
+        );
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Basic k1".parse().unwrap());
+        assert!(presented_key(&h).is_none());
+    }
+}

@@ -1,0 +1,87 @@
+//! Load shedding and request bookkeeping: a bound on requests in flight (503 with Retry-After
+//! beyond it, never a queue), per-route metrics, and the active-streams gauge. The permit and
+//! the measurements live as long as the response body, so a long stream counts until it ends.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use tokio::sync::Semaphore;
+
+use super::{ApiError, AppState};
+
+#[derive(Clone)]
+pub struct RequestLimit(pub Arc<Semaphore>);
+
+pub async fn track_and_limit(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let started = Instant::now();
+    // Probes must answer even when the server is saturated.
+    if matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics") {
+        return next.run(request).await;
+    }
+    let permit = match state.limit.0.clone().try_acquire_owned() {
+        Ok(p) => p,
+        Err(_) => {
+            metrics::counter!("triage_http_requests_total", "route" => route, "status" => "503")
+                .increment(1);
+            let mut response = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Server busy: too many requests in flight, retry shortly",
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return response;
+        }
+    };
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    let is_stream = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let (parts, body) = response.into_parts();
+    let mut data = body.into_data_stream();
+    let guarded = async_stream::stream! {
+        let _permit = permit;
+        let _stream_gauge = is_stream.then(StreamGauge::open);
+        while let Some(chunk) = data.next().await {
+            yield chunk;
+        }
+        metrics::counter!("triage_http_requests_total", "route" => route.clone(), "status" => status).increment(1);
+        metrics::histogram!("triage_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
+    };
+    Response::from_parts(parts, Body::from_stream(guarded))
+}
+
+/// Counts an open SSE stream; the drop also runs when the client goes away mid-stream.
+struct StreamGauge;
+
+impl StreamGauge {
+    fn open() -> StreamGauge {
+        metrics::gauge!("triage_sse_streams_active").increment(1.0);
+        StreamGauge
+    }
+}
+
+impl Drop for StreamGauge {
+    fn drop(&mut self) {
+        metrics::gauge!("triage_sse_streams_active").decrement(1.0);
+    }
+}

@@ -1,0 +1,146 @@
+//! The accept loop: plain TCP or TLS, HTTP/1 and HTTP/2, a header-read timeout against
+//! slow-loris clients, and graceful shutdown (stop accepting, let requests finish for the grace
+//! period, then tell open streams to end with an `error` event).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Tells streams how far shutdown has gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    /// Grace period over: open streams must end now.
+    Closing,
+}
+
+#[derive(Clone)]
+pub struct ShutdownWatch(pub watch::Receiver<Phase>);
+
+impl ShutdownWatch {
+    /// Resolves when open streams must end.
+    pub async fn closing(mut self) {
+        let _ = self.0.wait_for(|p| *p == Phase::Closing).await;
+    }
+}
+
+pub struct ServeOptions {
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    pub header_read_timeout: Duration,
+    pub grace: Duration,
+}
+
+/// Serves `router` on `listener` until `signal` resolves, then shuts down gracefully.
+pub async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    options: ServeOptions,
+    phase: watch::Sender<Phase>,
+    signal: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_read_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let builder = Arc::new(builder);
+    let graceful = GracefulShutdown::new();
+    let mut signal = std::pin::pin!(signal);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut signal => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let builder = builder.clone();
+        let tls = options.tls.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let result = match tls {
+                None => {
+                    let conn =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    watcher.watch(conn.into_owned()).await
+                }
+                Some(acceptor) => {
+                    let tls_stream = match tokio::time::timeout(
+                        Duration::from_secs(10),
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    };
+                    let conn =
+                        builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), service);
+                    watcher.watch(conn.into_owned()).await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!(
+        grace_secs = options.grace.as_secs_f64(),
+        "no longer accepting; letting requests finish"
+    );
+    let all_done = graceful.shutdown();
+    let mut all_done = std::pin::pin!(all_done);
+    tokio::select! {
+        () = &mut all_done => {}
+        () = tokio::time::sleep(options.grace) => {
+            tracing::warn!("grace period over: ending open streams");
+            let _ = phase.send(Phase::Closing);
+            // Streams now send their final `error` event and close.
+            let _ = tokio::time::timeout(Duration::from_secs(5), &mut all_done).await;
+        }
+    }
+    Ok(())
+}
+
+/// Builds the TLS acceptor from PEM files.
+pub fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<tokio_rustls::TlsAcceptor, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read TLS certificate {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("no certificate in {}", cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read TLS key {}: {e}", key.display()))?;
+    let mut config = tokio_rustls::rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| format!("invalid TLS certificate or key: {e}"))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
