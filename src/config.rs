@@ -83,6 +83,9 @@ pub struct LlmSettings {
     pub retry_max_attempts: u32,
     pub retry_base_delay_ms: u64,
     pub retry_max_delay_ms: u64,
+    /// LLM calls in flight per model; requests beyond it get 503 (HolmesGPT:
+    /// LLM_MAX_CONCURRENT_CALLS_PER_MODEL).
+    pub max_concurrent_calls_per_model: usize,
     #[serde(default)]
     pub temperature: Option<f64>,
     #[serde(default)]
@@ -231,6 +234,10 @@ const HOLMES_ENV: &[(&str, &str)] = &[
     ("OVERRIDE_MAX_OUTPUT_TOKEN", "llm.max_output_tokens"),
     ("TEMPERATURE", "llm.temperature"),
     ("LLM_REQUEST_TIMEOUT", "llm.request_timeout_secs"),
+    (
+        "LLM_MAX_CONCURRENT_CALLS_PER_MODEL",
+        "llm.max_concurrent_calls_per_model",
+    ),
     ("MODEL_LIST_FILE_LOCATION", "model_list_file"),
     ("MODEL", "env_model.model"),
     ("API_KEY", "env_model.api_key"),
@@ -339,6 +346,11 @@ impl Settings {
         {
             return Err(ConfigError::Invalid(
                 "`server.shutdown_grace_secs` must be 0 or positive".into(),
+            ));
+        }
+        if self.llm.max_concurrent_calls_per_model == 0 {
+            return Err(ConfigError::Invalid(
+                "`llm.max_concurrent_calls_per_model` must be at least 1".into(),
             ));
         }
         if self.server.max_concurrent_requests == 0 {

@@ -90,6 +90,7 @@ impl Agent {
                                     "The conversation history was compacted from {} to {} tokens to fit the model's context window.",
                                     m.initial_tokens, m.compacted_tokens
                                 );
+                                metrics::counter!("triage_compactions_total", "outcome" => "compacted").increment(1);
                                 yield StreamEvent::Compacted(Box::new(outcome.event));
                                 yield StreamEvent::AiMessage(AiMessage { content: Some(notice), reasoning: None, metadata: None });
                                 run.seen_calls.clear();
@@ -304,6 +305,8 @@ impl Agent {
                 }
                 yield StreamEvent::TokenCount(TokenCount { metadata: run.metadata(tools_tokens, &model) });
                 if !pending_approvals.is_empty() || !pending_frontend.is_empty() {
+                    metrics::counter!("triage_approvals_requested_total").increment(pending_approvals.len() as u64);
+                    metrics::counter!("triage_frontend_pauses_total").increment(pending_frontend.len() as u64);
                     yield StreamEvent::ApprovalRequired(Box::new(ApprovalRequired {
                         content: None,
                         analysis: None,

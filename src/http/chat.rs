@@ -37,6 +37,21 @@ async fn handle(
     drop(bytes);
     let stream = request.stream;
     let prepared = state.agent.prepare(request, request_id)?;
+    if prepared.model.call_slots.available_permits() == 0 {
+        let mut response = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "Model '{}' is at its limit of concurrent calls (llm.max_concurrent_calls_per_model); retry shortly",
+                prepared.model.key
+            ),
+        )
+        .into_response();
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        return Ok(response);
+    }
     let events = in_span(state.agent.clone().run(prepared), tracing::Span::current());
     if stream {
         let limits = StreamLimits {

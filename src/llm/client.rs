@@ -136,6 +136,11 @@ impl LlmClient {
 
     /// One chat completion, retried while nothing has been received yet.
     pub async fn complete(&self, req: &CompletionRequest<'_>) -> Result<Completion, LlmError> {
+        // Bounded wait for one of the model's call slots: never an unbounded queue.
+        let _slot = tokio::time::timeout(self.timeouts.first_byte, req.model.call_slots.acquire())
+            .await
+            .map_err(|_| LlmError::Overloaded(req.model.key.clone()))?
+            .map_err(|_| LlmError::Overloaded(req.model.key.clone()))?;
         let body = self.encode(req)?;
         let total = self.timeouts.request;
         let attempt_all = async {
@@ -144,7 +149,7 @@ impl LlmClient {
             loop {
                 attempt += 1;
                 let err = match self.open(req.model, body.clone()).await {
-                    Ok(response) => return self.read(response).await,
+                    Ok(response) => return self.read(response, req.model).await,
                     Err(e) => e,
                 };
                 if !err.is_retryable() || attempt >= self.retry.max_attempts {
@@ -163,14 +168,17 @@ impl LlmClient {
                 tokio::time::sleep(delay).await;
             }
         };
-        tokio::time::timeout(total, attempt_all)
+        let started = Instant::now();
+        let result = tokio::time::timeout(total, attempt_all)
             .await
             .unwrap_or_else(|_| {
                 Err(LlmError::Timeout(format!(
                     "no complete answer within {} s (llm.request_timeout_secs / LLM_REQUEST_TIMEOUT)",
                     total.as_secs_f64()
                 )))
-            })
+            });
+        record_metrics(&req.model.key, started.elapsed(), &result);
+        result
     }
 
     fn encode(&self, req: &CompletionRequest<'_>) -> Result<bytes::Bytes, LlmError> {
@@ -236,7 +244,16 @@ impl LlmClient {
         Err(LlmError::from_status(status.as_u16(), &text, retry_after))
     }
 
-    async fn read(&self, response: reqwest::Response) -> Result<Completion, LlmError> {
+    async fn read(
+        &self,
+        response: reqwest::Response,
+        model: &ModelConfig,
+    ) -> Result<Completion, LlmError> {
+        // A runaway answer (a server that never stops) is cut at twice the output budget;
+        // four bytes a token is a generous estimate that needs no tokenizer in the hot loop.
+        let cap_bytes = (model.max_output_tokens as usize)
+            .saturating_mul(8)
+            .max(64 * 1024);
         let mut events = response.bytes_stream().eventsource();
         let mut acc = Assembler::default();
         let mut done = false;
@@ -270,6 +287,12 @@ impl LlmClient {
                 message,
                 retry_after: None,
             })?;
+            if acc.output_len() > cap_bytes {
+                return Err(LlmError::Protocol(format!(
+                    "the answer exceeded the per-answer cap of about {} tokens (twice the model's output budget); the stream was stopped",
+                    model.max_output_tokens.saturating_mul(2)
+                )));
+            }
         }
         // A server may omit [DONE], but an answer with no finish_reason was cut off.
         if !done && acc.finish_reason.is_none() {
@@ -289,6 +312,28 @@ impl LlmClient {
             usage,
             finish_reason,
         })
+    }
+}
+
+fn record_metrics(model: &str, elapsed: Duration, result: &Result<Completion, LlmError>) {
+    let model = model.to_owned();
+    metrics::histogram!("triage_llm_call_duration_seconds", "model" => model.clone())
+        .record(elapsed.as_secs_f64());
+    match result {
+        Ok(c) => {
+            metrics::counter!("triage_llm_calls_total", "model" => model.clone(), "outcome" => "ok").increment(1);
+            if let Some(u) = c.usage {
+                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "prompt")
+                    .increment(u.prompt_tokens);
+                metrics::counter!("triage_llm_tokens_total", "model" => model, "kind" => "completion")
+                    .increment(u.completion_tokens);
+            }
+        }
+        Err(e) => {
+            metrics::counter!("triage_llm_calls_total", "model" => model.clone(), "outcome" => "error").increment(1);
+            metrics::counter!("triage_llm_errors_total", "model" => model, "kind" => e.kind())
+                .increment(1);
+        }
     }
 }
 

@@ -23,6 +23,10 @@ pub enum LlmError {
     Timeout(String),
     #[error("LLM stream broken: {0}")]
     Protocol(String),
+    #[error(
+        "too many concurrent calls to model '{0}' (llm.max_concurrent_calls_per_model); retry shortly"
+    )]
+    Overloaded(String),
 }
 
 impl LlmError {
@@ -41,6 +45,19 @@ impl LlmError {
                 *retry_after
             }
             _ => None,
+        }
+    }
+
+    /// A short label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LlmError::RateLimited { .. } => "rate_limited",
+            LlmError::Auth { .. } => "auth",
+            LlmError::Upstream { .. } => "upstream",
+            LlmError::Connect { .. } => "connect",
+            LlmError::Timeout(_) => "timeout",
+            LlmError::Protocol(_) => "protocol",
+            LlmError::Overloaded(_) => "overloaded",
         }
     }
 

@@ -57,6 +57,8 @@ pub struct ModelConfig {
     pub prices: Option<(f64, f64)>,
     pub extra_params: Map<String, Value>,
     pub tokenizer: Tokenizer,
+    /// Calls in flight to this model are bounded (llm.max_concurrent_calls_per_model).
+    pub call_slots: tokio::sync::Semaphore,
 }
 
 #[derive(Debug, Default)]
@@ -322,6 +324,7 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         prices,
         extra_params,
         tokenizer: Tokenizer::for_model(name),
+        call_slots: tokio::sync::Semaphore::new(settings.llm.max_concurrent_calls_per_model),
     })
 }
 

@@ -152,6 +152,17 @@ impl Assembler {
         }
     }
 
+    /// Bytes of answer received so far (content, reasoning, tool-call arguments).
+    pub fn output_len(&self) -> usize {
+        self.content.len()
+            + self.reasoning.len()
+            + self
+                .calls
+                .iter()
+                .map(|c| c.arguments.len() + c.name.len())
+                .sum::<usize>()
+    }
+
     pub fn has_output(&self) -> bool {
         !self.content.is_empty() || !self.reasoning.is_empty() || !self.calls.is_empty()
     }

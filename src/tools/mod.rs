@@ -275,12 +275,23 @@ pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext
             limit.as_secs()
         )),
     };
+    let elapsed = started.elapsed();
+    let status = match output.status {
+        ToolStatus::Success => "success",
+        ToolStatus::Error => "error",
+        ToolStatus::NoData => "no_data",
+        ToolStatus::ApprovalRequired => "approval_required",
+    };
+    metrics::counter!("triage_tool_calls_total", "tool" => name.to_owned(), "status" => status)
+        .increment(1);
+    metrics::histogram!("triage_tool_call_duration_seconds", "tool" => name.to_owned())
+        .record(elapsed.as_secs_f64());
     let mut executed = finish(
         call,
         Some((tool.toolset(), description)),
         params,
         output,
-        Some(started.elapsed()),
+        Some(elapsed),
     );
     executed.result.toolset_name = Some(tool.toolset().to_owned());
     executed

@@ -629,7 +629,7 @@ mod tests {
             tokio::select! {
                 _ = &mut call => false,
                 seen = async {
-                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                     running("sleep 5.0731")
                 } => seen,
             }

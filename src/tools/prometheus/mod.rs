@@ -627,6 +627,7 @@ impl PromTool {
             .map(|m| format!(" on series matching `{m}`"))
             .unwrap_or_default();
         match label {
+            Some("." | "..") => Err("invalid label name".into()),
             Some(label) => {
                 let answer = self
                     .get(&["api", "v1", "label", label, "values"], &query)
