@@ -6,6 +6,7 @@ mod helpers;
 mod kube_standin;
 
 mod api_model;
+mod approvals;
 mod bad_input;
 mod chat_basic;
 mod compaction;
