@@ -3,10 +3,12 @@
 //! the agent.
 
 pub mod auth;
-mod body;
+pub mod body;
 mod chat;
+mod console;
 mod error;
 mod limits;
+mod openapi;
 pub mod ops;
 pub mod server;
 pub mod sse;
@@ -53,7 +55,9 @@ pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .route("/api/chat", post(chat::chat))
         .route("/api/model", get(models))
+        .route("/", get(console::index))
         .route("/api/info", get(ops::info))
+        .route("/api/openapi.json", get(openapi::openapi))
         .route("/metrics", get(ops::metrics))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
