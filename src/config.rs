@@ -22,6 +22,8 @@ pub struct Settings {
     pub compat: CompatSettings,
     #[serde(default)]
     pub approvals: ApprovalSettings,
+    #[serde(default)]
+    pub security: SecuritySettings,
     pub compaction: CompactionSettings,
     #[serde(default)]
     pub toolsets: ToolsetSettings,
@@ -112,6 +114,15 @@ pub struct CompactionSettings {
     pub enabled: bool,
     /// Compact when tokens + reserved output exceed this share of the context window.
     pub threshold_pct: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecuritySettings {
+    /// Values replaced by `<secret-hidden>` in tool output and errors.
+    pub secrets: Vec<String>,
+    /// Environment variables whose values are secrets (masked the same way).
+    pub secret_env_vars: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -95,7 +95,11 @@ async fn ask(settings: Settings, question: String, model: Option<String>) -> Exi
         model,
         ..ChatRequest::default()
     };
-    let prepared = match agent.prepare(request, uuid::Uuid::new_v4().to_string()) {
+    let meta = triage::agent::RequestMeta {
+        request_id: uuid::Uuid::new_v4().to_string(),
+        headers: Vec::new(),
+    };
+    let prepared = match agent.prepare(request, meta) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("triage: {e}");

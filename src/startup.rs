@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::agent::{Agent, AgentOptions, ApprovalSigner, CompactionOptions};
+use crate::agent::{Agent, AgentOptions, ApprovalSigner, CompactionOptions, SecretMasker};
 use crate::config::{ConfigError, Settings, ToolsetSettings};
 use crate::context::tokens::Tokenizer;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
@@ -96,11 +96,32 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
             tool_budget_tokens: a.tool_budget_tokens,
             duplicate_call_guard: a.duplicate_call_guard,
         },
+        masker: SecretMasker::new(secrets_of(settings)),
         compaction: CompactionOptions {
             enabled: settings.compaction.enabled,
             threshold_pct: settings.compaction.threshold_pct,
         },
     }))
+}
+
+/// Everything that must never reach the LLM or a client: configured secrets, the values of
+/// the named environment variables, and triage's own credentials.
+fn secrets_of(settings: &Settings) -> Vec<String> {
+    let mut secrets = settings.security.secrets.clone();
+    secrets.extend(
+        settings
+            .security
+            .secret_env_vars
+            .iter()
+            .filter_map(|var| std::env::var(var).ok()),
+    );
+    secrets.extend(settings.server.all_api_keys());
+    secrets.extend(settings.approvals.signing_key.clone());
+    secrets.extend(settings.models.values().filter_map(|m| m.api_key.clone()));
+    secrets.extend(settings.env_model.as_ref().and_then(|m| m.api_key.clone()));
+    secrets.extend(std::env::var("OPENAI_API_KEY").ok());
+    secrets.extend(settings.toolsets.prometheus.headers.values().cloned());
+    secrets
 }
 
 async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError> {
@@ -175,6 +196,14 @@ impl Application {
             shutdown: ShutdownWatch(phase_rx),
             started: Instant::now(),
             cors_allowed_origins: server.cors_allowed_origins.clone(),
+            blocked_headers: Arc::new(
+                server
+                    .passthrough_blocked_headers
+                    .split(',')
+                    .map(|h| h.trim().to_ascii_lowercase())
+                    .filter(|h| !h.is_empty())
+                    .collect(),
+            ),
         };
         let addr = format!("{}:{}", server.host, server.port);
         let listener = TcpListener::bind(&addr)

@@ -35,6 +35,7 @@ pub(super) struct Run {
     /// (tool, canonical arguments) of calls made in this request: the duplicate-call guard.
     pub seen_calls: HashSet<(String, String)>,
     pub budget: ToolBudget,
+    pub request_headers: Arc<Vec<(String, String)>>,
 }
 
 /// What became of one tool call of the LLM's reply.
@@ -55,7 +56,7 @@ impl Agent {
             let PreparedChat {
                 model, conversation, follow_up_actions, response_format, format_check, request_id,
                 tool_definitions, tools_tokens, frontend_tools, pause_for_approval, tool_budget,
-                tool_decisions, frontend_tool_results,
+                tool_decisions, frontend_tool_results, request_headers,
             } = chat;
             let mut run = Run {
                 conv: conversation,
@@ -63,6 +64,7 @@ impl Agent {
                 truncations: Vec::new(),
                 seen_calls: HashSet::new(),
                 budget: tool_budget,
+                request_headers,
             };
             // Resume: answer the calls the last request paused on, then carry on.
             let resumed = self.resume(&mut run, model.tokenizer, &tool_decisions, &frontend_tool_results).await;
@@ -130,7 +132,7 @@ impl Agent {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::warn!(model = %model.key, error = %e, "LLM call failed");
-                        yield llm_error_event(&e);
+                        yield self.llm_error_event(&e);
                         return;
                     }
                 };
@@ -164,7 +166,7 @@ impl Agent {
                                 match self.repair_answer(&mut run, &model, response_format.as_ref(), check, &violations).await {
                                     Ok(result) => result.map(|clean| (clean, true)),
                                     Err(e) => {
-                                        yield llm_error_event(&e);
+                                        yield self.llm_error_event(&e);
                                         return;
                                     }
                                 }
@@ -253,7 +255,7 @@ impl Agent {
                 }
                 // Results are reported as they finish, but join the history in the order the
                 // model asked for them.
-                let ctx = ToolContext::default();
+                let ctx = ToolContext { user_approved: false, request_headers: run.request_headers.clone() };
                 let mut running: FuturesUnordered<_> = scheduled
                     .iter()
                     .map(|&i| {
@@ -264,7 +266,7 @@ impl Agent {
                     })
                     .collect();
                 while let Some((i, mut executed)) = running.next().await {
-                    run.limit_size(&mut executed, model.tokenizer);
+                    self.finish_result(&mut run, &mut executed, model.tokenizer);
                     let outcome = if executed.result.result.status == ToolStatus::ApprovalRequired {
                         if pause_for_approval {
                             Outcome::AwaitingApproval(executed)
@@ -483,11 +485,27 @@ pub(super) fn tool_result_event(executed: &ExecutedCall) -> StreamEvent {
     StreamEvent::ToolCallingResult(Box::new(executed.result.clone()))
 }
 
-pub(crate) fn llm_error_event(e: &LlmError) -> StreamEvent {
-    let event = ErrorEvent::new(e.to_string(), e.is_rate_limit());
-    StreamEvent::Error(if e.is_auth() {
-        event.with_http_status(401)
-    } else {
-        event
-    })
+impl Agent {
+    /// An LLM failure as an `error` event; provider messages can echo credentials: masked.
+    pub(crate) fn llm_error_event(&self, e: &LlmError) -> StreamEvent {
+        let mut description = e.to_string();
+        self.masker.mask(&mut description);
+        let event = ErrorEvent::new(description, e.is_rate_limit());
+        StreamEvent::Error(if e.is_auth() {
+            event.with_http_status(401)
+        } else {
+            event
+        })
+    }
+
+    /// Every tool result passes here before anyone sees it: secrets masked, size limited.
+    pub(super) fn finish_result(&self, run: &mut Run, executed: &mut ExecutedCall, tok: Tokenizer) {
+        if !self.masker.is_empty() {
+            self.masker.mask(&mut executed.content);
+            self.masker.mask(&mut executed.result.result.data);
+            self.masker.mask_opt(&mut executed.result.result.error);
+            self.masker.mask(&mut executed.result.description);
+        }
+        run.limit_size(executed, tok);
+    }
 }

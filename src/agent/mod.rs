@@ -9,6 +9,7 @@ mod images;
 mod metadata;
 mod prepare;
 mod resume;
+mod secrets;
 mod structured;
 
 use crate::llm::{LlmClient, ModelRegistry};
@@ -17,7 +18,8 @@ use crate::tools::ToolRegistry;
 
 pub use approvals::{ApprovalSigner, TokenError};
 pub use compaction::CompactionOptions;
-pub use prepare::{ChatError, PreparedChat};
+pub use prepare::{ChatError, PreparedChat, RequestMeta};
+pub use secrets::SecretMasker;
 
 pub struct AgentOptions {
     pub max_steps: u32,
@@ -34,4 +36,5 @@ pub struct Agent {
     pub signer: ApprovalSigner,
     pub options: AgentOptions,
     pub compaction: CompactionOptions,
+    pub masker: SecretMasker,
 }

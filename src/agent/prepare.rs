@@ -29,6 +29,14 @@ pub enum ChatError {
     Internal(String),
 }
 
+/// What the HTTP layer knows about a request besides its body.
+#[derive(Debug, Clone, Default)]
+pub struct RequestMeta {
+    pub request_id: String,
+    /// Request headers tools may see (blocked ones already removed).
+    pub headers: Vec<(String, String)>,
+}
+
 pub struct PreparedChat {
     pub model: Arc<ModelConfig>,
     pub conversation: Conversation,
@@ -46,10 +54,11 @@ pub struct PreparedChat {
     pub tool_budget: ToolBudget,
     pub tool_decisions: Vec<ToolDecision>,
     pub frontend_tool_results: Vec<FrontendToolResult>,
+    pub request_headers: Arc<Vec<(String, String)>>,
 }
 
 impl Agent {
-    pub fn prepare(&self, req: ChatRequest, request_id: String) -> Result<PreparedChat, ChatError> {
+    pub fn prepare(&self, req: ChatRequest, meta: RequestMeta) -> Result<PreparedChat, ChatError> {
         let model = self
             .models
             .resolve(req.model.as_deref())
@@ -127,7 +136,8 @@ impl Agent {
             follow_up_actions,
             response_format: req.response_format,
             format_check,
-            request_id,
+            request_id: meta.request_id,
+            request_headers: Arc::new(meta.headers),
             tool_definitions,
             tools_tokens,
             frontend_tools,

@@ -59,10 +59,10 @@ impl Agent {
         for kind in [Kind::Approval, Kind::Frontend] {
             for p in pending.iter().filter(|p| p.kind == kind) {
                 let mut executed = match kind {
-                    Kind::Approval => self.decide(&p.call, decisions).await,
+                    Kind::Approval => self.decide(&p.call, decisions, &run.request_headers).await,
                     Kind::Frontend => frontend_result(&p.call, frontend_results),
                 };
-                run.limit_size(&mut executed, tok);
+                self.finish_result(run, &mut executed, tok);
                 run.seen_calls.insert((
                     p.call.function.name.clone(),
                     super::approvals::canonical(&p.call.function.arguments),
@@ -78,7 +78,12 @@ impl Agent {
         Ok(events)
     }
 
-    async fn decide(&self, call: &ToolCall, decisions: &[ToolDecision]) -> ExecutedCall {
+    async fn decide(
+        &self,
+        call: &ToolCall,
+        decisions: &[ToolDecision],
+        headers: &std::sync::Arc<Vec<(String, String)>>,
+    ) -> ExecutedCall {
         let name = &call.function.name;
         if let Err(reason) = self.signer.verify(
             call.approval_token.as_deref(),
@@ -103,6 +108,7 @@ impl Agent {
             Some(d) if d.approved => {
                 let ctx = ToolContext {
                     user_approved: true,
+                    request_headers: headers.clone(),
                 };
                 let mut executed = execute(&self.tools, call, &ctx).await;
                 if executed.result.result.status == ToolStatus::ApprovalRequired {

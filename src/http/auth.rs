@@ -9,8 +9,15 @@ use sha2::{Digest, Sha256};
 
 use super::{ApiError, AppState};
 
-/// Routes anyone may call: the liveness and readiness probes.
-const EXEMPT: &[&str] = &["/healthz", "/readyz"];
+/// Routes anyone may call: the liveness and readiness probes, and the browser console's page
+/// and assets (they hold no secret; the API calls the page makes still need a key).
+const EXEMPT: &[&str] = &[
+    "/healthz",
+    "/readyz",
+    super::console::INDEX_PATH,
+    super::console::SCRIPT_PATH,
+    super::console::STYLE_PATH,
+];
 
 /// SHA-256 digests of the accepted keys: comparing digests keeps the comparison's time
 /// independent of the key's length and content.

@@ -4,7 +4,7 @@
 use axum::Extension;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -12,31 +12,52 @@ use futures::{Stream, StreamExt};
 use super::body::{parse_json, read_body};
 use super::sse::StreamLimits;
 use super::{ApiError, AppState, RequestId, sse};
+use crate::agent::RequestMeta;
 use crate::wire::events::ToolCallResult;
 use crate::wire::{ChatRequest, ChatResponse, StreamEvent};
 
 pub async fn chat(
     State(state): State<AppState>,
     request_id: Option<Extension<RequestId>>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let id = request_id.map_or_else(|| uuid::Uuid::new_v4().to_string(), |Extension(r)| r.0);
-    match handle(state, id, body).await {
+    let meta = RequestMeta {
+        request_id: id,
+        headers: passthrough_headers(&headers, &state.blocked_headers),
+    };
+    match handle(state, meta, body).await {
         Ok(response) => response,
         Err(e) => e.into_response(),
     }
 }
 
+/// The request's headers tools may see: everything but the blocked names (credentials).
+fn passthrough_headers(headers: &HeaderMap, blocked: &[String]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            !blocked
+                .iter()
+                .any(|b| name.as_str().eq_ignore_ascii_case(b))
+        })
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect()
+}
+
 async fn handle(
     state: AppState,
-    request_id: String,
+    meta: RequestMeta,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(body, state.body_limit)?;
     let request: ChatRequest = parse_json(&bytes)?;
     drop(bytes);
     let stream = request.stream;
-    let prepared = state.agent.prepare(request, request_id)?;
+    let prepared = state.agent.prepare(request, meta)?;
     if prepared.model.call_slots.available_permits() == 0 {
         let mut response = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

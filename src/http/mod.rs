@@ -44,6 +44,8 @@ pub struct AppState {
     pub shutdown: ShutdownWatch,
     pub started: Instant,
     pub cors_allowed_origins: Vec<String>,
+    /// Lower-case header names never passed to tools.
+    pub blocked_headers: Arc<Vec<String>>,
 }
 
 /// The id of a request: in every log line of it, the `x-request-id` header and `metadata`.
@@ -55,7 +57,7 @@ pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .route("/api/chat", post(chat::chat))
         .route("/api/model", get(models))
-        .route("/", get(console::index))
+        .merge(console::routes())
         .route("/api/info", get(ops::info))
         .route("/api/openapi.json", get(openapi::openapi))
         .route("/metrics", get(ops::metrics))

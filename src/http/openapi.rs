@@ -1,8 +1,551 @@
-//! `GET /api/openapi.json` (stub: being written).
+//! `GET /api/openapi.json`: the OpenAPI 3.1 document, built once at first use. Every schema
+//! comes from the wire types through schemars (requests as serde reads them, responses as serde
+//! writes them); only the operations (paths, status codes, headers) are written here.
 
-use axum::Json;
-use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
-pub async fn openapi() -> Json<Value> {
-    Json(json!({"openapi": "3.1.0", "info": {"title": "triage", "version": env!("CARGO_PKG_VERSION")}, "paths": {}}))
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use schemars::generate::{Contract, SchemaSettings};
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{Map, Value, json};
+
+use crate::wire::events::{
+    AiMessage, AnswerEnd, ApprovalRequired, Compacted, CompactionStart, ErrorEvent,
+    StartToolCalling, TokenCount, ToolCallResult,
+};
+use crate::wire::{ChatRequest, ChatResponse};
+
+/// Where the schemas live in the document; schemars writes its references against it.
+const SCHEMAS: &str = "#/components/schemas/";
+
+pub async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        document_bytes().clone(),
+    )
+        .into_response()
+}
+
+/// The serialised document, built on first use.
+fn document_bytes() -> &'static Bytes {
+    static BYTES: OnceLock<Bytes> = OnceLock::new();
+    BYTES.get_or_init(|| Bytes::from(serde_json::to_vec(document()).unwrap_or_default()))
+}
+
+/// The document as JSON.
+pub fn document() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(build)
+}
+
+/// Shapes of the answers the handlers build with `json!` (ops routes, `/api/model`, errors):
+/// described here so that they too are generated schemas. Never constructed.
+#[allow(dead_code)]
+mod shapes {
+    use schemars::JsonSchema;
+
+    /// Every error: `detail` is a message, or FastAPI's list of validation errors (422).
+    #[derive(JsonSchema)]
+    pub struct ErrorResponse {
+        pub detail: ErrorDetail,
+    }
+
+    #[derive(JsonSchema)]
+    #[serde(untagged)]
+    pub enum ErrorDetail {
+        Message(String),
+        Validation(Vec<ValidationError>),
+    }
+
+    /// One invalid field of a request body, named by `loc` (`["body", "field", 0, …]`).
+    #[derive(JsonSchema)]
+    pub struct ValidationError {
+        #[serde(rename = "type")]
+        pub kind: String,
+        pub loc: Vec<LocSegment>,
+        pub msg: String,
+    }
+
+    #[derive(JsonSchema)]
+    #[serde(untagged)]
+    pub enum LocSegment {
+        Key(String),
+        Index(u64),
+    }
+
+    /// `GET /api/model`: the configured model keys. With `compat.model_name_as_string` the list
+    /// is sent JSON-encoded inside a string, as HolmesGPT does.
+    #[derive(JsonSchema)]
+    pub struct ModelsResponse {
+        pub model_name: ModelNames,
+    }
+
+    #[derive(JsonSchema)]
+    #[serde(untagged)]
+    pub enum ModelNames {
+        List(Vec<String>),
+        /// The list, JSON-encoded.
+        Encoded(String),
+    }
+
+    #[derive(JsonSchema)]
+    pub struct HealthResponse {
+        /// Always `healthy`.
+        pub status: String,
+    }
+
+    #[derive(JsonSchema)]
+    pub struct ReadyResponse {
+        /// Always `ready`.
+        pub status: String,
+        pub models: Vec<String>,
+    }
+
+    #[derive(JsonSchema)]
+    pub struct InfoResponse {
+        pub version: String,
+        pub uptime_seconds: u64,
+        /// Whether API keys are required.
+        pub auth_enabled: bool,
+        pub models: Vec<String>,
+        pub toolsets_summary: ToolsetsSummary,
+        pub toolsets: Vec<ToolsetInfo>,
+    }
+
+    #[derive(JsonSchema)]
+    pub struct ToolsetsSummary {
+        pub total: u64,
+        pub enabled: u64,
+        pub failed: u64,
+        pub disabled: u64,
+    }
+
+    #[derive(JsonSchema)]
+    pub struct ToolsetInfo {
+        pub name: String,
+        pub status: ToolsetState,
+        /// Why the toolset failed its start-up check.
+        pub error: Option<String>,
+        pub tool_count: u64,
+    }
+
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    pub enum ToolsetState {
+        Enabled,
+        Disabled,
+        Failed,
+    }
+}
+
+/// The SSE events of `POST /api/chat` with `stream: true`: name, payload schema, when sent.
+fn stream_events(g: &mut SchemaGenerator) -> Vec<(&'static str, Value, &'static str)> {
+    vec![
+        (
+            "start_tool_calling",
+            schema::<StartToolCalling>(g),
+            "A tool call starts.",
+        ),
+        (
+            "tool_calling_result",
+            schema::<ToolCallResult>(g),
+            "A tool call finished, was refused, denied, or answered by the client (resume).",
+        ),
+        (
+            "ai_message",
+            schema::<AiMessage>(g),
+            "Assistant text (or reasoning) sent beside tool calls, and server notices.",
+        ),
+        (
+            "token_count",
+            schema::<TokenCount>(g),
+            "Token usage of the conversation, after each LLM call.",
+        ),
+        (
+            "conversation_history_compaction_start",
+            schema::<CompactionStart>(g),
+            "The history is about to be summarised to fit the model's context window.",
+        ),
+        (
+            "conversation_history_compacted",
+            schema::<Compacted>(g),
+            "The history was summarised; `messages` replaces it.",
+        ),
+        (
+            "approval_required",
+            schema::<ApprovalRequired>(g),
+            "Terminal: the run paused for tool approvals and/or frontend tool results. Resume \
+             by sending `conversation_history` back with `tool_decisions` and/or \
+             `frontend_tool_results`.",
+        ),
+        (
+            "ai_answer_end",
+            schema::<AnswerEnd>(g),
+            "Terminal: the final answer.",
+        ),
+        (
+            "error",
+            schema::<ErrorEvent>(g),
+            "Terminal: the request failed after the stream started (LLM failure, deadline, \
+             shutdown, …). `error_code` 5204 means the LLM provider rate-limited the request.",
+        ),
+    ]
+}
+
+fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
+    g.subschema_for::<T>().to_value()
+}
+
+fn generator(contract: Contract) -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.definitions_path = SCHEMAS.into();
+            s.meta_schema = None;
+            s.contract = contract;
+        })
+        .into_generator()
+}
+
+fn build() -> Value {
+    // Requests: what serde accepts (defaults make fields optional).
+    let mut input = generator(Contract::Deserialize);
+    let chat_request = schema::<ChatRequest>(&mut input);
+    // Responses: what serde writes (a field is required when it is always sent).
+    let mut output = generator(Contract::Serialize);
+    let mut frames = stream_events(&mut output);
+    let mut responses = json!({
+        "ChatResponse": schema::<ChatResponse>(&mut output),
+        "ErrorResponse": schema::<shapes::ErrorResponse>(&mut output),
+        "ModelsResponse": schema::<shapes::ModelsResponse>(&mut output),
+        "HealthResponse": schema::<shapes::HealthResponse>(&mut output),
+        "ReadyResponse": schema::<shapes::ReadyResponse>(&mut output),
+        "InfoResponse": schema::<shapes::InfoResponse>(&mut output),
+    });
+    let mut output_defs = output.take_definitions(true);
+    let input_defs = input.take_definitions(true);
+
+    // A type both read and written (e.g. `Message`) can differ between the contracts: the
+    // written one then becomes `<Name>Output`, and references to it follow (to a fixed point,
+    // since renaming a type changes every schema that refers to it).
+    let mut renamed: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let before = renamed.len();
+        for (name, schema) in &output_defs {
+            let mut schema = schema.clone();
+            rename_refs(&mut schema, &renamed);
+            if input_defs.get(name).is_some_and(|s| *s != schema) {
+                renamed.insert(name.clone());
+            }
+        }
+        if renamed.len() == before {
+            break;
+        }
+    }
+    for schema in output_defs.values_mut() {
+        rename_refs(schema, &renamed);
+    }
+    rename_refs(&mut responses, &renamed);
+    for (_, payload, _) in &mut frames {
+        rename_refs(payload, &renamed);
+    }
+    let mut schemas = input_defs;
+    for (name, schema) in output_defs {
+        let name = if renamed.contains(&name) {
+            format!("{name}Output")
+        } else {
+            name
+        };
+        schemas.insert(name, schema);
+    }
+    schemas.insert("ChatStreamEvent".into(), stream_event_schema(&frames));
+
+    let r = |name: &str| responses[name].clone();
+    paths_document(
+        chat_request,
+        r("ChatResponse"),
+        r("ModelsResponse"),
+        r("HealthResponse"),
+        r("ReadyResponse"),
+        r("InfoResponse"),
+        schemas,
+    )
+}
+
+/// Rewrites `$ref`s to renamed output types.
+fn rename_refs(value: &mut Value, renamed: &BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get_mut("$ref")
+                && let Some(name) = target.strip_prefix(SCHEMAS)
+                && renamed.contains(name)
+            {
+                *target = format!("{SCHEMAS}{name}Output");
+            }
+            for v in map.values_mut() {
+                rename_refs(v, renamed);
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                rename_refs(v, renamed);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One SSE event as OpenAPI 3.2 describes event streams (and schemathesis validates them):
+/// `event` is the name, `data` the payload as one line of JSON.
+fn stream_event_schema(frames: &[(&str, Value, &str)]) -> Value {
+    let variants: Vec<Value> = frames
+        .iter()
+        .map(|(name, payload, when)| {
+            json!({
+                "title": name,
+                "description": format!("`event: {name}`: {when}"),
+                "type": "object",
+                "required": ["event", "data"],
+                "properties": {
+                    "event": {"const": name},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": payload,
+                    },
+                    "id": {"type": "string"},
+                    "retry": {"type": "integer"},
+                },
+            })
+        })
+        .collect();
+    let names: Vec<String> = frames.iter().map(|(n, _, _)| format!("`{n}`")).collect();
+    json!({
+        "title": "ChatStreamEvent",
+        "description": format!(
+            "One server-sent event of a streaming chat (`stream: true`). OpenAPI 3.1 cannot \
+             describe SSE framing, so this schema describes a single event: on the wire each \
+             is `event: NAME\\ndata: JSON\\n\\n`, where `data` is one line of JSON matching the \
+             payload schema of its event (`contentSchema`). Lines starting with `:` are \
+             keep-alive comments, sent after silences of `server.keepalive_interval_secs`. The \
+             stream ends after `ai_answer_end`, `approval_required` or `error`. Events: {}.",
+            names.join(", ")
+        ),
+        "oneOf": variants,
+    })
+}
+
+fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("{SCHEMAS}{name}") })
+}
+
+fn response_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/responses/{name}") })
+}
+
+/// A JSON response with the request-id header.
+fn json_response(description: &str, schema: Value) -> Value {
+    json!({
+        "description": description,
+        "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
+        "content": {"application/json": {"schema": schema}},
+    })
+}
+
+fn error_response(description: &str) -> Value {
+    json_response(description, schema_ref("ErrorResponse"))
+}
+
+/// An error that tells the client when to retry.
+fn retry_response(description: &str) -> Value {
+    let mut r = error_response(description);
+    r["headers"]["retry-after"] = json!({"$ref": "#/components/headers/RetryAfter"});
+    r
+}
+
+/// Statuses every authenticated, load-shed route may answer.
+fn guarded(mut responses: Value) -> Value {
+    responses["401"] = response_ref("Unauthorized");
+    responses["503"] = response_ref("ServerBusy");
+    responses
+}
+
+#[allow(clippy::too_many_arguments)]
+fn paths_document(
+    chat_request: Value,
+    chat_response: Value,
+    models_response: Value,
+    health_response: Value,
+    ready_response: Value,
+    info_response: Value,
+    schemas: Map<String, Value>,
+) -> Value {
+    let chat_responses = {
+        let mut r = guarded(json!({
+            "200": {
+                "description": "The answer. `stream: false` (default): one JSON body. \
+                    `stream: true`: server-sent events (see `ChatStreamEvent`), whose errors \
+                    after the start arrive as an `error` event with status 200.",
+                "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
+                "content": {
+                    "application/json": {"schema": chat_response},
+                    "text/event-stream": {"schema": schema_ref("ChatStreamEvent")},
+                },
+            },
+            "400": error_response("Malformed JSON, an empty `ask` outside a resume, an unknown \
+                `model`, invalid `frontend_tools` or `response_format`, images for a model \
+                without vision."),
+            "413": error_response("The body exceeds `server.body_limit_bytes`."),
+            "422": error_response("Valid JSON of the wrong shape; `detail` lists the fields."),
+            "429": error_response("The LLM provider rate-limited the request (non-streaming)."),
+            "500": error_response("The agent failed (non-streaming): LLM error, too many \
+                steps, a conversation that no longer fits the context window."),
+            "502": error_response("The answer did not match `response_format` after one \
+                repair attempt (non-streaming)."),
+            "504": error_response("The request exceeded `server.request_deadline_secs` \
+                (non-streaming)."),
+        }));
+        r["401"]["description"] = json!(
+            "Invalid or missing API key, or the LLM provider \
+            refused its credentials (non-streaming)."
+        );
+        r["503"] = retry_response(
+            "Server busy (`server.max_concurrent_requests`), the model \
+            at `llm.max_concurrent_calls_per_model`, or no model configured.",
+        );
+        r
+    };
+    let html = json!({
+        "description": "The browser console.",
+        "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
+        "content": {"text/html": {"schema": {"type": "string"}}},
+    });
+    let metrics = json!({
+        "description": "Prometheus text exposition format (version 0.0.4).",
+        "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    });
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "triage",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "A HolmesGPT-compatible troubleshooting agent server: `POST /api/chat` \
+                and `GET /api/model` follow HolmesGPT's API. When API keys are configured every \
+                route but `/healthz` and `/readyz` needs one, in `X-API-Key` or as a bearer token.",
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+        },
+        "security": [{"ApiKeyHeader": []}, {"BearerAuth": []}],
+        "tags": [
+            {"name": "chat", "description": "The agent."},
+            {"name": "operations", "description": "Probes, metrics, server information."},
+            {"name": "console", "description": "The browser console and this document."},
+        ],
+        "paths": {
+            "/api/chat": {"post": {
+                "tags": ["chat"],
+                "operationId": "chat",
+                "summary": "Ask the agent, or resume a paused conversation",
+                "description": "Runs the agent on `ask` (with `conversation_history` for a \
+                    follow-up). A streaming run that pauses (`approval_required`) is resumed by \
+                    a request with `ask: \"\"`, the returned `conversation_history`, and \
+                    `tool_decisions` and/or `frontend_tool_results`. The body is read as JSON \
+                    whatever its `Content-Type`.",
+                "requestBody": {
+                    "required": true,
+                    "content": {"application/json": {"schema": chat_request}},
+                },
+                "responses": chat_responses,
+            }},
+            "/api/model": {"get": {
+                "tags": ["chat"],
+                "operationId": "listModels",
+                "summary": "The model keys a request may name in `model`",
+                "responses": guarded(json!({"200": json_response("The configured models.", models_response)})),
+            }},
+            "/api/info": {"get": {
+                "tags": ["operations"],
+                "operationId": "info",
+                "summary": "Version, uptime, models and toolset status",
+                "responses": guarded(json!({"200": json_response("Server information.", info_response)})),
+            }},
+            "/api/openapi.json": {"get": {
+                "tags": ["console"],
+                "operationId": "openapi",
+                "summary": "This document",
+                "responses": guarded(json!({"200": json_response("The OpenAPI 3.1 document.", json!({"type": "object"}))})),
+            }},
+            "/": {"get": {
+                "tags": ["console"],
+                "operationId": "console",
+                "summary": "The browser console",
+                "responses": guarded(json!({"200": html})),
+            }},
+            "/metrics": {"get": {
+                "tags": ["operations"],
+                "operationId": "metrics",
+                "summary": "Prometheus metrics",
+                "description": "Never shed under load; needs an API key when keys are configured.",
+                "responses": {"200": metrics, "401": response_ref("Unauthorized")},
+            }},
+            "/healthz": {"get": {
+                "tags": ["operations"],
+                "operationId": "healthz",
+                "summary": "Liveness probe",
+                "security": [],
+                "responses": {"200": json_response("The process is serving.", health_response)},
+            }},
+            "/readyz": {"get": {
+                "tags": ["operations"],
+                "operationId": "readyz",
+                "summary": "Readiness probe",
+                "security": [],
+                "responses": {
+                    "200": json_response("Ready: at least one model is configured.", ready_response),
+                    "503": error_response("Not ready: no model is configured."),
+                },
+            }},
+        },
+        "components": {
+            "schemas": schemas,
+            "responses": {
+                "Unauthorized": {
+                    "description": "Invalid or missing API key.",
+                    "headers": {
+                        "x-request-id": {"$ref": "#/components/headers/RequestId"},
+                        "www-authenticate": {"schema": {"type": "string", "const": "Bearer"}},
+                    },
+                    "content": {"application/json": {"schema": schema_ref("ErrorResponse")}},
+                },
+                "ServerBusy": retry_response("Server busy: `server.max_concurrent_requests` \
+                    requests are in flight."),
+            },
+            "headers": {
+                "RequestId": {
+                    "description": "The request's id, also in its log lines and `metadata.request_id`.",
+                    "schema": {"type": "string"},
+                },
+                "RetryAfter": {
+                    "description": "Seconds to wait before retrying.",
+                    "schema": {"type": "string"},
+                },
+            },
+            "securitySchemes": {
+                "ApiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "BearerAuth": {"type": "http", "scheme": "bearer", "description": "The API key as a bearer token."},
+            },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn print() {
+        println!("{}", serde_json::to_string_pretty(document()).unwrap());
+    }
 }

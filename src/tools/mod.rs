@@ -63,6 +63,9 @@ impl ToolOutput {
 pub struct ToolContext {
     /// The user approved this very call: skip the tool's own approval checks.
     pub user_approved: bool,
+    /// The chat request's headers minus the blocked ones (HOLMES_PASSTHROUGH_BLOCKED_HEADERS);
+    /// a toolset passes on only those it is configured to.
+    pub request_headers: Arc<Vec<(String, String)>>,
 }
 
 /// A named group of tools that is enabled, disabled by config, or unavailable here.

@@ -14,6 +14,8 @@ mod conversation;
 mod frontend_tools;
 mod images;
 mod llm_failures;
+mod operations;
+mod security;
 mod streaming;
 mod structured_output;
 mod tool_results;

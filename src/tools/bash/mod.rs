@@ -334,6 +334,7 @@ mod tests {
     fn approved() -> ToolContext {
         ToolContext {
             user_approved: true,
+            ..ToolContext::default()
         }
     }
 

@@ -50,6 +50,9 @@ pub struct PrometheusConfig {
     pub max_series: usize,
     /// Check at start-up that the server answers; if not, the toolset is unavailable.
     pub check_on_startup: bool,
+    /// Headers of the chat request passed on to Prometheus when present (e.g.
+    /// `X-Scope-OrgID` for a multi-tenant Mimir); blocked headers are never passed.
+    pub forward_headers: Vec<String>,
 }
 
 impl Default for PrometheusConfig {
@@ -61,6 +64,7 @@ impl Default for PrometheusConfig {
             timeout_secs: 30,
             max_series: 50,
             check_on_startup: true,
+            forward_headers: Vec::new(),
         }
     }
 }
@@ -149,6 +153,8 @@ struct Api {
     /// The base URL as shown in messages (no password, no trailing slash).
     display: String,
     headers: HeaderMap,
+    /// Lower-case names of request headers to pass on (`forward_headers`).
+    forward: Vec<String>,
     timeout: Duration,
     max_series: usize,
 }
@@ -213,9 +219,32 @@ impl Api {
             base,
             display,
             headers,
+            forward: cfg
+                .forward_headers
+                .iter()
+                .map(|h| h.trim().to_ascii_lowercase())
+                .collect(),
             timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
             max_series: cfg.max_series.max(1),
         })
+    }
+
+    /// The chat request's headers this toolset is configured to pass on (the HTTP layer has
+    /// already removed blocked ones such as Authorization and Cookie).
+    fn forwarded(&self, ctx: &ToolContext) -> HeaderMap {
+        let mut out = HeaderMap::new();
+        for (name, value) in ctx.request_headers.iter() {
+            if !self.forward.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+                continue;
+            }
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                out.insert(n, v);
+            }
+        }
+        out
     }
 
     fn endpoint(&self, segments: &[&str], query: &[(&str, &str)]) -> Url {
@@ -234,11 +263,13 @@ impl Api {
         segments: &[&str],
         query: &[(&str, &str)],
         timeout: Duration,
+        forwarded: &HeaderMap,
     ) -> Result<Answer, ApiError> {
         let url = self.endpoint(segments, query);
         let resp = self
             .http
             .get(url.clone())
+            .headers(forwarded.clone())
             .headers(self.headers.clone())
             .header(ACCEPT, "application/json")
             .timeout(timeout)
@@ -282,7 +313,12 @@ impl Api {
     async fn check(&self) -> Result<Option<String>, String> {
         let t = STARTUP_CHECK_TIMEOUT;
         match self
-            .get(&["api", "v1", "status", "buildinfo"], &[], t)
+            .get(
+                &["api", "v1", "status", "buildinfo"],
+                &[],
+                t,
+                &HeaderMap::new(),
+            )
             .await
         {
             Ok(a) => Ok(a
@@ -291,7 +327,12 @@ impl Api {
                 .and_then(Value::as_str)
                 .map(str::to_owned)),
             Err(ApiError::Http { status, .. }) if status == StatusCode::NOT_FOUND => self
-                .get(&["api", "v1", "query"], &[("query", "1")], t)
+                .get(
+                    &["api", "v1", "query"],
+                    &[("query", "1")],
+                    t,
+                    &HeaderMap::new(),
+                )
                 .await
                 .map(|_| None)
                 .map_err(|e| self.startup_reason(e)),
@@ -473,27 +514,32 @@ impl PromTool {
         PromTool { kind, api, schema }
     }
 
-    async fn run(&self, params: Value) -> Result<ToolOutput, String> {
+    async fn run(&self, params: Value, fwd: &HeaderMap) -> Result<ToolOutput, String> {
         match self.kind {
-            Kind::Query => self.query(parse_params(params)?).await,
-            Kind::QueryRange => self.query_range(parse_params(params)?).await,
-            Kind::ListMetrics => self.list_metrics(parse_params(params)?).await,
-            Kind::ListLabels => self.list_labels(parse_params(params)?).await,
+            Kind::Query => self.query(parse_params(params)?, fwd).await,
+            Kind::QueryRange => self.query_range(parse_params(params)?, fwd).await,
+            Kind::ListMetrics => self.list_metrics(parse_params(params)?, fwd).await,
+            Kind::ListLabels => self.list_labels(parse_params(params)?, fwd).await,
             Kind::ActiveAlerts => {
                 parse_params::<NoParams>(params)?;
-                self.active_alerts().await
+                self.active_alerts(fwd).await
             }
         }
     }
 
-    async fn get(&self, segments: &[&str], query: &[(&str, &str)]) -> Result<Answer, String> {
+    async fn get(
+        &self,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        fwd: &HeaderMap,
+    ) -> Result<Answer, String> {
         self.api
-            .get(segments, query, self.api.timeout)
+            .get(segments, query, self.api.timeout, fwd)
             .await
             .map_err(|e| self.api.message(e))
     }
 
-    async fn query(&self, p: QueryParams) -> Result<ToolOutput, String> {
+    async fn query(&self, p: QueryParams, fwd: &HeaderMap) -> Result<ToolOutput, String> {
         let q = non_empty_query(&p.query)?;
         let now = now_secs();
         let time = match &p.time {
@@ -504,6 +550,7 @@ impl PromTool {
             .get(
                 &["api", "v1", "query"],
                 &[("query", q), ("time", &api_time(time))],
+                fwd,
             )
             .await?;
         let when = fmt_time(time);
@@ -523,7 +570,11 @@ impl PromTool {
         })
     }
 
-    async fn query_range(&self, p: QueryRangeParams) -> Result<ToolOutput, String> {
+    async fn query_range(
+        &self,
+        p: QueryRangeParams,
+        fwd: &HeaderMap,
+    ) -> Result<ToolOutput, String> {
         let q = non_empty_query(&p.query)?;
         let now = now_secs();
         let end = match &p.end {
@@ -554,6 +605,7 @@ impl PromTool {
                     ("end", &api_time(end)),
                     ("step", &api_time(step)),
                 ],
+                fwd,
             )
             .await?;
         let range = format!(
@@ -578,9 +630,13 @@ impl PromTool {
         })
     }
 
-    async fn list_metrics(&self, p: ListMetricsParams) -> Result<ToolOutput, String> {
+    async fn list_metrics(
+        &self,
+        p: ListMetricsParams,
+        fwd: &HeaderMap,
+    ) -> Result<ToolOutput, String> {
         let answer = self
-            .get(&["api", "v1", "label", "__name__", "values"], &[])
+            .get(&["api", "v1", "label", "__name__", "values"], &[], fwd)
             .await?;
         let all = string_list(&answer.data)?;
         let pattern = p
@@ -619,7 +675,11 @@ impl PromTool {
         ))
     }
 
-    async fn list_labels(&self, p: ListLabelsParams) -> Result<ToolOutput, String> {
+    async fn list_labels(
+        &self,
+        p: ListLabelsParams,
+        fwd: &HeaderMap,
+    ) -> Result<ToolOutput, String> {
         let metric = p.metric.as_deref().map(str::trim).filter(|s| !s.is_empty());
         let label = p.label.as_deref().map(str::trim).filter(|s| !s.is_empty());
         let query: Vec<(&str, &str)> = metric.map(|m| ("match[]", m)).into_iter().collect();
@@ -630,7 +690,7 @@ impl PromTool {
             Some("." | "..") => Err("invalid label name".into()),
             Some(label) => {
                 let answer = self
-                    .get(&["api", "v1", "label", label, "values"], &query)
+                    .get(&["api", "v1", "label", label, "values"], &query, fwd)
                     .await?;
                 let values = string_list(&answer.data)?;
                 if values.is_empty() {
@@ -651,7 +711,7 @@ impl PromTool {
                 ))
             }
             None => {
-                let answer = self.get(&["api", "v1", "labels"], &query).await?;
+                let answer = self.get(&["api", "v1", "labels"], &query, fwd).await?;
                 let names = string_list(&answer.data)?;
                 if names.is_empty() {
                     return Ok(no_data(format!("No labels{scope}."), &answer));
@@ -664,8 +724,8 @@ impl PromTool {
         }
     }
 
-    async fn active_alerts(&self) -> Result<ToolOutput, String> {
-        let answer = self.get(&["api", "v1", "alerts"], &[]).await?;
+    async fn active_alerts(&self, fwd: &HeaderMap) -> Result<ToolOutput, String> {
+        let answer = self.get(&["api", "v1", "alerts"], &[], fwd).await?;
         Ok(match render_alerts(&answer.data, self.api.max_series)? {
             Some(text) => success(text, &answer),
             None => no_data(
@@ -768,8 +828,13 @@ impl Tool for PromTool {
         self.api.timeout + Duration::from_secs(5)
     }
 
-    fn invoke<'a>(&'a self, params: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move { self.run(params).await.unwrap_or_else(ToolOutput::error) })
+    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let fwd = self.api.forwarded(ctx);
+            self.run(params, &fwd)
+                .await
+                .unwrap_or_else(ToolOutput::error)
+        })
     }
 }
 

@@ -1,0 +1,1257 @@
+//! Load benchmark: triage in-process (via `Application`) against an in-process fast fake LLM
+//! (OpenAI streaming chat completions) on loopback, driven by a load generator in the same
+//! process. `cargo bench --bench load -- [--json PATH] [--quick]`.
+//!
+//! Every request follows the same script: the first LLM reply is a `TodoWrite` tool call, the
+//! second is text. Measured:
+//! - added latency per request and per LLM iteration at concurrency 1: time through triage
+//!   minus the time of the same two LLM exchanges sent straight to the fake LLM (paired, one
+//!   after the other), non-streaming and streaming;
+//! - time to the response headers and to the first SSE event of a stream;
+//! - throughput and latency percentiles at concurrency 16, 64 and 256;
+//! - RSS with 1,000 and 10,000 concurrent open streams against a slow fake LLM (one chunk a
+//!   second): for the real binary (triage alone) and in-process (triage + load generator +
+//!   fake LLM);
+//! - start-up time of `triage serve` until `/readyz` answers 200, and its idle RSS.
+//!
+//! Everything is on 127.0.0.1, every loop is bounded in count and time, and the whole run is
+//! kept under five minutes (about two and a half with the defaults).
+
+use std::convert::Infallible;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use triage::config::Settings;
+use triage::startup::Application;
+
+// ---------------------------------------------------------------------------------------------
+// Options and the overall time budget
+// ---------------------------------------------------------------------------------------------
+
+struct Options {
+    json: Option<PathBuf>,
+    quick: bool,
+}
+
+impl Options {
+    fn parse() -> Options {
+        let mut json = None;
+        let mut quick = false;
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--json" => json = args.next().map(PathBuf::from),
+                "--quick" => quick = true,
+                // `cargo bench` passes `--bench`; filters and other flags are ignored.
+                _ => {}
+            }
+        }
+        Options { json, quick }
+    }
+}
+
+/// Hard stop for the whole run: phases check it and end early (and say so) when it is near.
+const RUN_BUDGET: Duration = Duration::from_secs(280);
+
+struct Budget {
+    started: Instant,
+}
+
+impl Budget {
+    fn left(&self) -> Duration {
+        RUN_BUDGET.saturating_sub(self.started.elapsed())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fake LLM: hyper HTTP/1 on loopback, precomputed replies
+// ---------------------------------------------------------------------------------------------
+
+type FakeBody = BoxBody<Bytes, Infallible>;
+
+const TODO_ARGS: &str = r#"{"todos":[{"id":"1","content":"Check the pod status and recent restarts","status":"in_progress"},{"id":"2","content":"Read the container logs","status":"pending"},{"id":"3","content":"Check memory limits","status":"pending"}]}"#;
+
+const ANSWER: &str = "The api pod restarts because its container exceeds the 512Mi memory limit \
+and is OOMKilled about every ten minutes. Raise the limit to 1Gi or find the leak: the heap \
+grows steadily after each deploy. Next: compare the memory graph with the deploy times.";
+
+fn chunk(delta: Value, finish: Option<&str>) -> String {
+    let v = json!({
+        "id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1_700_000_000,
+        "model": "fake-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    format!("data: {v}\n\n")
+}
+
+fn tail(finish: &str, prompt: u64, completion: u64) -> String {
+    let usage = json!({
+        "id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1_700_000_000,
+        "model": "fake-model", "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion},
+    });
+    format!(
+        "{}data: {usage}\n\ndata: [DONE]\n\n",
+        chunk(json!({}), Some(finish))
+    )
+}
+
+/// First reply: a TodoWrite call, its arguments in three pieces.
+fn tool_call_reply() -> Bytes {
+    let mut s = chunk(
+        json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_todo_1",
+            "type": "function", "function": {"name": "TodoWrite", "arguments": ""}}]}),
+        None,
+    );
+    let third = TODO_ARGS.len() / 3;
+    for piece in [
+        &TODO_ARGS[..third],
+        &TODO_ARGS[third..2 * third],
+        &TODO_ARGS[2 * third..],
+    ] {
+        s.push_str(&chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+            None,
+        ));
+    }
+    s.push_str(&tail("tool_calls", 6_000, 60));
+    Bytes::from(s)
+}
+
+/// Second reply: the answer in eight content deltas.
+fn text_reply() -> Bytes {
+    let mut s = chunk(json!({"role": "assistant", "content": ""}), None);
+    let words: Vec<&str> = ANSWER.split_inclusive(' ').collect();
+    for piece in words.chunks(words.len().div_ceil(8)) {
+        s.push_str(&chunk(json!({"content": piece.concat()}), None));
+    }
+    s.push_str(&tail("stop", 6_200, 70));
+    Bytes::from(s)
+}
+
+#[derive(Default)]
+struct FakeState {
+    requests: AtomicU64,
+    /// Slow streams the fake is serving right now (a dropped connection ends one).
+    slow_open: AtomicI64,
+    /// When set, the bodies of the LLM requests received are kept (the replay set).
+    capture: AtomicBool,
+    captured: Mutex<Vec<Bytes>>,
+}
+
+struct FakeLlm {
+    addr: SocketAddr,
+    state: Arc<FakeState>,
+}
+
+struct SlowGuard(Arc<FakeState>);
+
+impl Drop for SlowGuard {
+    fn drop(&mut self) {
+        self.0.slow_open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl FakeLlm {
+    async fn start() -> FakeLlm {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
+        let addr = listener.local_addr().expect("fake addr");
+        let state = Arc::new(FakeState::default());
+        let replies = Arc::new((tool_call_reply(), text_reply()));
+        let st = state.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = match listener.accept().await {
+                    Ok(c) => c,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let st = st.clone();
+                let replies = replies.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        fake_handle(req, st.clone(), replies.clone())
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        FakeLlm { addr, state }
+    }
+}
+
+async fn fake_handle(
+    req: Request<Incoming>,
+    st: Arc<FakeState>,
+    replies: Arc<(Bytes, Bytes)>,
+) -> Result<Response<FakeBody>, Infallible> {
+    let slow = req.uri().path().starts_with("/slow/");
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    st.requests.fetch_add(1, Ordering::Relaxed);
+    if st.capture.load(Ordering::Relaxed) {
+        st.captured.lock().unwrap().push(body.clone());
+    }
+    let response = |body: FakeBody| {
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/event-stream")
+            .body(body)
+            .unwrap()
+    };
+    if slow {
+        st.slow_open.fetch_add(1, Ordering::SeqCst);
+        let guard = SlowGuard(st.clone());
+        let frames = async_stream::stream! {
+            let _guard = guard;
+            yield Ok::<_, Infallible>(Frame::data(Bytes::from(chunk(json!({"role": "assistant", "content": ""}), None))));
+            // One chunk a second for up to ten minutes (a benchmark phase ends far sooner,
+            // dropping the connection).
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.tick().await;
+            for _ in 0..600 {
+                tick.tick().await;
+                yield Ok(Frame::data(Bytes::from(chunk(json!({"content": "still thinking "}), None))));
+            }
+            yield Ok(Frame::data(Bytes::from(tail("stop", 6_000, 600))));
+        };
+        return Ok(response(BodyExt::boxed(StreamBody::new(frames))));
+    }
+    // Second step of the script once the conversation carries the tool result.
+    let reply = if memchr_find(&body, br#""role":"tool""#) {
+        replies.1.clone()
+    } else {
+        replies.0.clone()
+    };
+    Ok(response(BodyExt::boxed(Full::new(reply))))
+}
+
+fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The load generator's HTTP/1 client: one keep-alive connection per worker
+// ---------------------------------------------------------------------------------------------
+
+struct Conn {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr) -> Result<Conn, String> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("handshake: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Conn { sender })
+    }
+
+    async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Bytes,
+    ) -> Result<Response<Incoming>, String> {
+        self.sender
+            .ready()
+            .await
+            .map_err(|e| format!("connection: {e}"))?;
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "127.0.0.1")
+            .header("content-type", "application/json")
+            .body(Full::new(body))
+            .map_err(|e| e.to_string())?;
+        self.sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("request: {e}"))
+    }
+}
+
+/// Timings of one chat request through triage.
+struct ChatTiming {
+    total: Duration,
+    headers: Duration,
+    /// First body bytes (for a stream: the first SSE event).
+    first_byte: Duration,
+}
+
+/// Sends one chat request and reads the whole answer; checks that it is a complete answer.
+async fn chat(conn: &mut Conn, body: &Bytes, stream: bool) -> Result<ChatTiming, String> {
+    let t0 = Instant::now();
+    let resp = conn.send("POST", "/api/chat", body.clone()).await?;
+    let headers = t0.elapsed();
+    let status = resp.status();
+    let mut body = resp.into_body();
+    let mut first_byte = None;
+    let mut data = Vec::with_capacity(if stream { 64 * 1024 } else { 32 * 1024 });
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("body: {e}"))?;
+        if let Ok(chunk) = frame.into_data() {
+            first_byte.get_or_insert_with(|| t0.elapsed());
+            data.extend_from_slice(&chunk);
+        }
+    }
+    let total = t0.elapsed();
+    if status != StatusCode::OK {
+        return Err(format!(
+            "HTTP {status}: {}",
+            String::from_utf8_lossy(&data[..data.len().min(300)])
+        ));
+    }
+    let complete = if stream {
+        memchr_find(&data, b"event: ai_answer_end\n") && !memchr_find(&data, b"event: error\n")
+    } else {
+        memchr_find(&data, b"\"analysis\":\"The api pod restarts")
+    };
+    if !complete {
+        return Err(format!(
+            "incomplete answer: {}",
+            String::from_utf8_lossy(&data[data.len().saturating_sub(300)..])
+        ));
+    }
+    Ok(ChatTiming {
+        total,
+        headers,
+        first_byte: first_byte.unwrap_or(total),
+    })
+}
+
+/// The two LLM exchanges of one request, sent straight to the fake LLM.
+async fn direct(conn: &mut Conn, bodies: &[Bytes]) -> Result<Duration, String> {
+    let t0 = Instant::now();
+    for body in bodies {
+        let resp = conn
+            .send("POST", "/fast/v1/chat/completions", body.clone())
+            .await?;
+        if resp.status() != StatusCode::OK {
+            return Err(format!("fake LLM answered {}", resp.status()));
+        }
+        resp.into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("fake body: {e}"))?;
+    }
+    Ok(t0.elapsed())
+}
+
+fn chat_body(stream: bool, model: &str) -> Bytes {
+    Bytes::from(
+        json!({
+            "ask": "Why is the api pod in namespace prod restarting every few minutes?",
+            "model": model,
+            "stream": stream,
+        })
+        .to_string(),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and process facts
+// ---------------------------------------------------------------------------------------------
+
+/// Percentile (nearest rank) of values in microseconds.
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// (VmRSS, VmHWM) in KiB of a process (`None`: this one).
+fn rss_kib(pid: Option<u32>) -> (u64, u64) {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/status"),
+        None => "/proc/self/status".to_owned(),
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Raises RLIMIT_NOFILE: the soft limit to the hard one, and the hard one itself when that is
+/// allowed (root). Returns (soft, hard, what happened).
+fn raise_fd_limit(wanted: u64) -> (u64, u64, String) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a valid, initialised struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+    }
+    let before = (lim.rlim_cur, lim.rlim_max);
+    let mut note = format!("RLIMIT_NOFILE was {}/{}", before.0, before.1);
+    if (lim.rlim_max as u64) < wanted {
+        let raised = libc::rlimit {
+            rlim_cur: wanted as libc::rlim_t,
+            rlim_max: wanted as libc::rlim_t,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            note.push_str(&format!(
+                "; hard limit raised to {wanted} (the process may: it runs as root)"
+            ));
+        } else {
+            note.push_str("; the hard limit cannot be raised (not privileged)");
+        }
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+    }
+    note.push_str(&format!("; now {}/{}", lim.rlim_cur, lim.rlim_max));
+    (lim.rlim_cur as u64, lim.rlim_max as u64, note)
+}
+
+fn machine() -> Value {
+    let cmd = |c: &str, args: &[&str]| {
+        std::process::Command::new(c)
+            .args(args)
+            .output()
+            .ok()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let model = cmd("lscpu", &[])
+        .lines()
+        .find(|l| l.starts_with("Model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    let mem_kib: u64 = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    json!({
+        "nproc": cmd("nproc", &[]),
+        "cpu_model": model,
+        "memory_gib": (mem_kib as f64 / 1048576.0 * 10.0).round() / 10.0,
+        "kernel": cmd("uname", &["-r"]),
+        "date_utc": chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Triage: in-process, or the release binary as a child process
+// ---------------------------------------------------------------------------------------------
+
+fn bench_toml(port: u16, llm: SocketAddr) -> String {
+    format!(
+        r#"
+[server]
+host = "127.0.0.1"
+port = {port}
+max_concurrent_requests = 20000
+[llm]
+max_concurrent_calls_per_model = 20000
+[toolsets.kubernetes]
+enabled = false
+[toolsets.prometheus]
+enabled = false
+[models.fast]
+model = "openai/gpt-4.1"
+api_base = "http://{llm}/fast/v1"
+[models.slow]
+model = "openai/gpt-4.1"
+api_base = "http://{llm}/slow/v1"
+"#
+    )
+}
+
+struct InProcess {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start_in_process(llm: SocketAddr) -> (InProcess, Duration) {
+    let t0 = Instant::now();
+    let settings = Settings::from_toml(&bench_toml(0, llm)).expect("bench settings");
+    let app = Application::build(settings).await.expect("triage builds");
+    let addr: SocketAddr = ([127, 0, 0, 1], app.port()).into();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let _ = app
+            .run_until(async {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    wait_ready(addr, Duration::from_secs(10))
+        .await
+        .expect("in-process triage ready");
+    (
+        InProcess {
+            addr,
+            stop: Some(stop),
+            task,
+        },
+        t0.elapsed(),
+    )
+}
+
+/// Polls `GET /readyz` until it answers 200.
+async fn wait_ready(addr: SocketAddr, limit: Duration) -> Result<(), String> {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(mut conn) = Conn::open(addr).await
+            && let Ok(resp) = conn.send("GET", "/readyz", Bytes::new()).await
+            && resp.status() == StatusCode::OK
+        {
+            return Ok(());
+        }
+        if t0.elapsed() > limit {
+            return Err(format!("not ready within {limit:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+fn binary() -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_triage"));
+    path.is_file().then_some(path)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+struct Child {
+    child: std::process::Child,
+    addr: SocketAddr,
+    _config: TempFile,
+}
+
+impl Child {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // SIGTERM to our own child, then a bounded wait; SIGKILL if it is still there.
+        // SAFETY: kill(2) on the pid of a child this process spawned and has not reaped.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Spawns `triage serve` with a temporary config; returns it and the time until `/readyz`
+/// answered 200.
+async fn spawn_binary(bin: &Path, llm: SocketAddr, n: usize) -> Result<(Child, Duration), String> {
+    let port = free_port();
+    let path = std::env::temp_dir().join(format!("triage-bench-{}-{n}.toml", std::process::id()));
+    std::fs::File::create(&path)
+        .and_then(|mut f| f.write_all(bench_toml(port, llm).as_bytes()))
+        .map_err(|e| format!("temp config: {e}"))?;
+    let config = TempFile(path.clone());
+    let t0 = Instant::now();
+    let child = std::process::Command::new(bin)
+        .arg("serve")
+        .env("TRIAGE_CONFIG", &path)
+        .env("RUST_LOG", "warn")
+        .env_remove("HOLMES_PORT")
+        .env_remove("HOLMES_HOST")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let child = Child {
+        child,
+        addr,
+        _config: config,
+    };
+    wait_ready(addr, Duration::from_secs(10)).await?;
+    Ok((child, t0.elapsed()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+// ---------------------------------------------------------------------------------------------
+
+/// Added latency at concurrency 1: each triage request is paired with a direct replay of the
+/// two LLM exchanges it caused.
+async fn latency(
+    triage: SocketAddr,
+    fake: &FakeLlm,
+    stream: bool,
+    count: usize,
+    limit: Duration,
+) -> Value {
+    let body = chat_body(stream, "fast");
+    let mut conn = Conn::open(triage).await.expect("connect triage");
+    let mut fake_conn = Conn::open(fake.addr).await.expect("connect fake");
+    // The replay set: the two LLM request bodies of one triage request.
+    fake.state.captured.lock().unwrap().clear();
+    fake.state.capture.store(true, Ordering::SeqCst);
+    chat(&mut conn, &body, stream)
+        .await
+        .expect("capture request");
+    fake.state.capture.store(false, Ordering::SeqCst);
+    let bodies = std::mem::take(&mut *fake.state.captured.lock().unwrap());
+    assert_eq!(bodies.len(), 2, "one request = two LLM exchanges");
+    let llm_bytes: Vec<usize> = bodies.iter().map(Bytes::len).collect();
+    for _ in 0..200 {
+        let _ = chat(&mut conn, &body, stream).await;
+        let _ = direct(&mut fake_conn, &bodies).await;
+    }
+    let (mut through, mut straight, mut added, mut headers, mut first) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let mut errors = 0u64;
+    let t0 = Instant::now();
+    for i in 0..count {
+        if t0.elapsed() > limit {
+            break;
+        }
+        // Alternate the order so neither side always runs on a warmer cache.
+        let (t, d) = if i % 2 == 0 {
+            let t = chat(&mut conn, &body, stream).await;
+            (t, direct(&mut fake_conn, &bodies).await)
+        } else {
+            let d = direct(&mut fake_conn, &bodies).await;
+            (chat(&mut conn, &body, stream).await, d)
+        };
+        match (t, d) {
+            (Ok(t), Ok(d)) => {
+                through.push(micros(t.total));
+                straight.push(micros(d));
+                added.push(micros(t.total) - micros(d));
+                headers.push(micros(t.headers));
+                first.push(micros(t.first_byte));
+            }
+            _ => errors += 1,
+        }
+    }
+    let n = through.len();
+    let (through, straight, added, headers, first) = (
+        sorted(through),
+        sorted(straight),
+        sorted(added),
+        sorted(headers),
+        sorted(first),
+    );
+    let pcts = |v: &[f64]| json!({"p50_us": pct(v, 50.0), "p99_us": pct(v, 99.0)});
+    json!({
+        "mode": if stream { "stream" } else { "json" },
+        "requests": n,
+        "errors": errors,
+        "llm_request_bytes": llm_bytes,
+        "through_triage": pcts(&through),
+        "direct_to_llm": pcts(&straight),
+        "added_per_request": pcts(&added),
+        "added_per_llm_iteration": {"p50_us": pct(&added, 50.0) / 2.0, "p99_us": pct(&added, 99.0) / 2.0},
+        "time_to_headers": pcts(&headers),
+        "time_to_first_body_byte": pcts(&first),
+        // The first SSE event follows the first LLM exchange: this is its share of triage.
+        "first_event_minus_one_llm_exchange_p50_us": pct(&first, 50.0) - pct(&straight, 50.0) / 2.0,
+    })
+}
+
+/// `concurrency` workers, each on its own connection, for `warm + measure`.
+async fn throughput(
+    triage: SocketAddr,
+    stream: bool,
+    concurrency: usize,
+    warm: Duration,
+    measure: Duration,
+) -> Value {
+    let body = chat_body(stream, "fast");
+    let start = Instant::now() + Duration::from_millis(50);
+    let window_start = start + warm;
+    let window_end = window_start + measure;
+    // Bounded in count too: no worker makes more than this many requests.
+    let max_per_worker = 200_000 / concurrency;
+    let mut workers = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let body = body.clone();
+        workers.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(4096);
+            let mut errors = Vec::new();
+            let mut conn = match Conn::open(triage).await {
+                Ok(c) => c,
+                Err(e) => return (lat, vec![e]),
+            };
+            tokio::time::sleep_until(start.into()).await;
+            for _ in 0..max_per_worker {
+                let t0 = Instant::now();
+                if t0 >= window_end {
+                    break;
+                }
+                let result = chat(&mut conn, &body, stream).await;
+                let in_window = t0 >= window_start && Instant::now() <= window_end;
+                match result {
+                    Ok(t) if in_window => lat.push(micros(t.total)),
+                    Ok(_) => {}
+                    Err(e) => {
+                        if in_window {
+                            errors.push(e);
+                        }
+                        if let Ok(c) = Conn::open(triage).await {
+                            conn = c;
+                        }
+                    }
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    let mut lat = Vec::new();
+    let mut errors = Vec::new();
+    for w in workers {
+        if let Ok((l, e)) = w.await {
+            lat.extend(l);
+            errors.extend(e);
+        }
+    }
+    let lat = sorted(lat);
+    let secs = measure.as_secs_f64();
+    json!({
+        "mode": if stream { "stream" } else { "json" },
+        "concurrency": concurrency,
+        "seconds": secs,
+        "requests": lat.len(),
+        "req_per_s": lat.len() as f64 / secs,
+        "llm_calls_per_s": 2.0 * lat.len() as f64 / secs,
+        "p50_ms": pct(&lat, 50.0) / 1000.0,
+        "p99_ms": pct(&lat, 99.0) / 1000.0,
+        "max_ms": lat.last().copied().unwrap_or(f64::NAN) / 1000.0,
+        "errors": errors.len(),
+        "first_error": errors.first(),
+    })
+}
+
+/// Opens `n` streams against the slow model, holds them, measures RSS, then closes them.
+async fn open_streams(
+    triage: SocketAddr,
+    pid: Option<u32>,
+    fake: &FakeLlm,
+    n: usize,
+    label: &str,
+    budget: Duration,
+) -> Value {
+    const TASKS: usize = 32;
+    let settle = || tokio::time::sleep(Duration::from_millis(1500));
+    settle().await;
+    let (rss_before, _) = rss_kib(pid);
+    let (release_tx, release_rx) = watch::channel(false);
+    let opened = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let first_error = Arc::new(Mutex::new(None::<String>));
+    let stop_at = Instant::now() + budget;
+    let body = chat_body(true, "slow");
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let share = n / TASKS + usize::from(t < n % TASKS);
+        let (opened, failed, first_error, body) = (
+            opened.clone(),
+            failed.clone(),
+            first_error.clone(),
+            body.clone(),
+        );
+        let mut release = release_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut held = Vec::with_capacity(share);
+            for _ in 0..share {
+                if Instant::now() > stop_at {
+                    break;
+                }
+                let attempt = async {
+                    let mut conn = Conn::open(triage).await?;
+                    let resp = conn.send("POST", "/api/chat", body.clone()).await?;
+                    if resp.status() != StatusCode::OK {
+                        return Err(format!("HTTP {}", resp.status()));
+                    }
+                    Ok::<_, String>((conn, resp))
+                };
+                match tokio::time::timeout(Duration::from_secs(10), attempt).await {
+                    Ok(Ok(pair)) => {
+                        held.push(pair);
+                        opened.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(Err(e)) => {
+                        failed.fetch_add(1, Ordering::SeqCst);
+                        first_error.lock().unwrap().get_or_insert(e);
+                    }
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::SeqCst);
+                        first_error
+                            .lock()
+                            .unwrap()
+                            .get_or_insert("timed out opening a stream".into());
+                    }
+                }
+            }
+            let _ = release.wait_for(|r| *r).await;
+            drop(held);
+        }));
+    }
+    // All open: the client holds n answers' headers and the fake LLM serves n slow streams.
+    let target = n as i64;
+    while (opened.load(Ordering::SeqCst) + failed.load(Ordering::SeqCst)) < n as u64
+        || fake.state.slow_open.load(Ordering::SeqCst)
+            < target.min(opened.load(Ordering::SeqCst) as i64)
+    {
+        if Instant::now() > stop_at {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let open_time = t0.elapsed();
+    let open_now = opened.load(Ordering::SeqCst);
+    // Hold them for a few seconds (several slow chunks flow), sampling RSS.
+    let mut rss_open = 0;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        rss_open = rss_open.max(rss_kib(pid).0);
+    }
+    let (_, hwm) = rss_kib(pid);
+    // Still all alive: no stream was ended by triage while held.
+    let alive = fake.state.slow_open.load(Ordering::SeqCst);
+    let _ = release_tx.send(true);
+    let t_close = Instant::now();
+    for t in tasks {
+        let _ = t.await;
+    }
+    // Closing a client stream must cancel triage's LLM call.
+    let cancel_limit = Instant::now() + Duration::from_secs(30);
+    while fake.state.slow_open.load(Ordering::SeqCst) > 0 && Instant::now() < cancel_limit {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancelled_in = t_close.elapsed();
+    let leftover = fake.state.slow_open.load(Ordering::SeqCst);
+    let failed = failed.load(Ordering::SeqCst);
+    let per_stream = if open_now > 0 {
+        (rss_open.saturating_sub(rss_before)) as f64 / open_now as f64
+    } else {
+        f64::NAN
+    };
+    json!({
+        "target": label,
+        "streams_wanted": n,
+        "streams_open": open_now,
+        "streams_alive_at_end_of_hold": alive,
+        "errors": failed,
+        "first_error": *first_error.lock().unwrap(),
+        "open_seconds": open_time.as_secs_f64(),
+        "rss_before_mib": rss_before as f64 / 1024.0,
+        "rss_open_mib": rss_open as f64 / 1024.0,
+        "peak_rss_mib": hwm as f64 / 1024.0,
+        "rss_per_stream_kib": per_stream,
+        "close_all_and_cancel_llm_seconds": cancelled_in.as_secs_f64(),
+        "llm_streams_left_after_close": leftover,
+    })
+}
+
+async fn startup(fake: &FakeLlm, runs: usize) -> (Value, Option<Child>) {
+    let Some(bin) = binary() else {
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            let (app, took) = start_in_process(fake.addr).await;
+            times.push(micros(took) / 1000.0);
+            stop_in_process(app).await;
+        }
+        let times = sorted(times);
+        return (
+            json!({"how": "in-process (release binary not found)", "runs": times.len(),
+                   "ready_p50_ms": pct(&times, 50.0), "ready_max_ms": times.last()}),
+            None,
+        );
+    };
+    let mut times = Vec::new();
+    let mut idle = Vec::new();
+    let mut last = None;
+    for i in 0..runs {
+        match spawn_binary(&bin, fake.addr, i).await {
+            Ok((child, took)) => {
+                times.push(micros(took) / 1000.0);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                idle.push(rss_kib(Some(child.pid())).0 as f64 / 1024.0);
+                last = Some(child);
+            }
+            Err(e) => {
+                eprintln!("start-up run {i}: {e}");
+            }
+        }
+    }
+    let times = sorted(times);
+    let idle = sorted(idle);
+    (
+        json!({
+            "how": format!("{} serve, TRIAGE_CONFIG=<temp file>, polling GET /readyz every 1 ms", bin.display()),
+            "runs": times.len(),
+            "ready_p50_ms": pct(&times, 50.0),
+            "ready_max_ms": times.last(),
+            "idle_rss_after_start_mib": pct(&idle, 50.0),
+        }),
+        last,
+    )
+}
+
+async fn stop_in_process(mut app: InProcess) {
+    if let Some(stop) = app.stop.take() {
+        let _ = stop.send(());
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), &mut app.task).await;
+}
+
+/// Warms a server with `n` sequential requests of each kind.
+async fn warm(addr: SocketAddr, n: usize) -> u64 {
+    let mut errors = 0;
+    let mut conn = Conn::open(addr).await.expect("connect");
+    for i in 0..n {
+        if chat(&mut conn, &chat_body(i % 2 == 1, "fast"), i % 2 == 1)
+            .await
+            .is_err()
+        {
+            errors += 1;
+        }
+    }
+    errors
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------
+
+fn f(v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if x.is_finite() => {
+            if x.abs() >= 100.0 {
+                format!("{x:.0}")
+            } else if x.abs() >= 10.0 {
+                format!("{x:.1}")
+            } else {
+                format!("{x:.2}")
+            }
+        }
+        _ => v.to_string(),
+    }
+}
+
+fn print_report(r: &Value) {
+    println!();
+    println!(
+        "triage load benchmark — {}",
+        r["machine"]["date_utc"].as_str().unwrap_or("")
+    );
+    println!(
+        "machine: {} × {}, {} GiB; server, fake LLM and load generator share these cores",
+        r["machine"]["nproc"].as_str().unwrap_or("?"),
+        r["machine"]["cpu_model"].as_str().unwrap_or("?"),
+        r["machine"]["memory_gib"]
+    );
+    println!("{}", r["fd_limit"].as_str().unwrap_or(""));
+    let s = &r["startup"];
+    println!();
+    println!("## Start-up ({})", s["how"].as_str().unwrap_or(""));
+    println!(
+        "ready p50 {} ms, max {} ms over {} runs; idle RSS after start {} MiB; idle RSS after {} warm-up requests {} MiB",
+        f(&s["ready_p50_ms"]),
+        f(&s["ready_max_ms"]),
+        s["runs"],
+        f(&s["idle_rss_after_start_mib"]),
+        r["idle_after_warmup"]["requests"],
+        f(&r["idle_after_warmup"]["rss_mib"]),
+    );
+    println!();
+    println!("## Added latency at concurrency 1 (2 LLM iterations per request; µs)");
+    println!(
+        "| mode   | n    | triage p50 | triage p99 | direct p50 | direct p99 | added/req p50 | added/req p99 | added/iter p50 | added/iter p99 | headers p50 | 1st byte p50 | 1st byte p99 |"
+    );
+    println!(
+        "|--------|------|-----------|-----------|-----------|-----------|--------------|--------------|---------------|---------------|------------|-------------|-------------|"
+    );
+    for l in r["latency"].as_array().into_iter().flatten() {
+        println!(
+            "| {:6} | {:4} | {:>9} | {:>9} | {:>9} | {:>9} | {:>12} | {:>12} | {:>13} | {:>13} | {:>10} | {:>11} | {:>11} |",
+            l["mode"].as_str().unwrap_or(""),
+            l["requests"],
+            f(&l["through_triage"]["p50_us"]),
+            f(&l["through_triage"]["p99_us"]),
+            f(&l["direct_to_llm"]["p50_us"]),
+            f(&l["direct_to_llm"]["p99_us"]),
+            f(&l["added_per_request"]["p50_us"]),
+            f(&l["added_per_request"]["p99_us"]),
+            f(&l["added_per_llm_iteration"]["p50_us"]),
+            f(&l["added_per_llm_iteration"]["p99_us"]),
+            f(&l["time_to_headers"]["p50_us"]),
+            f(&l["time_to_first_body_byte"]["p50_us"]),
+            f(&l["time_to_first_body_byte"]["p99_us"]),
+        );
+    }
+    println!();
+    println!("## Throughput (one connection per worker)");
+    println!("| mode   | concurrency | req/s  | LLM calls/s | p50 ms | p99 ms | max ms | errors |");
+    println!("|--------|-------------|--------|-------------|--------|--------|--------|--------|");
+    for t in r["throughput"].as_array().into_iter().flatten() {
+        println!(
+            "| {:6} | {:>11} | {:>6} | {:>11} | {:>6} | {:>6} | {:>6} | {:>6} |",
+            t["mode"].as_str().unwrap_or(""),
+            t["concurrency"],
+            f(&t["req_per_s"]),
+            f(&t["llm_calls_per_s"]),
+            f(&t["p50_ms"]),
+            f(&t["p99_ms"]),
+            f(&t["max_ms"]),
+            t["errors"],
+        );
+        if let Some(e) = t["first_error"].as_str() {
+            println!("  first error: {e}");
+        }
+    }
+    println!();
+    println!("## Concurrent open streams (slow fake LLM: one chunk a second)");
+    println!(
+        "| target | wanted | open | alive | errors | open s | RSS before MiB | RSS open MiB | peak RSS MiB | KiB/stream | close+cancel s |"
+    );
+    println!(
+        "|--------|--------|------|-------|--------|--------|----------------|--------------|--------------|------------|----------------|"
+    );
+    for s in r["open_streams"].as_array().into_iter().flatten() {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            s["target"].as_str().unwrap_or(""),
+            s["streams_wanted"],
+            s["streams_open"],
+            s["streams_alive_at_end_of_hold"],
+            s["errors"],
+            f(&s["open_seconds"]),
+            f(&s["rss_before_mib"]),
+            f(&s["rss_open_mib"]),
+            f(&s["peak_rss_mib"]),
+            f(&s["rss_per_stream_kib"]),
+            f(&s["close_all_and_cancel_llm_seconds"]),
+        );
+        if let Some(e) = s["first_error"].as_str() {
+            println!("  first error: {e}");
+        }
+        if let Some(n) = s["note"].as_str() {
+            println!("  note: {n}");
+        }
+    }
+    println!();
+    println!("total run time: {} s", f(&r["run_seconds"]));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------
+
+fn main() {
+    let opts = Options::parse();
+    // As the binary does: info level unless RUST_LOG/LOG_LEVEL say otherwise, so the
+    // per-request span costs what it costs in production.
+    triage::telemetry::init();
+    triage::startup::install_crypto_provider();
+    // In-process 10,000 streams hold 4 descriptors each (client, triage in, triage out, fake).
+    let (soft, _hard, fd_note) = raise_fd_limit(48_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let report = rt.block_on(run(&opts, soft, fd_note));
+    print_report(&report);
+    if let Some(path) = &opts.json {
+        match std::fs::write(path, serde_json::to_string_pretty(&report).unwrap()) {
+            Ok(()) => println!("JSON written to {}", path.display()),
+            Err(e) => eprintln!("cannot write {}: {e}", path.display()),
+        }
+    }
+    // Dropping the runtime would wait for the slow fake streams' tasks; they are done, but
+    // do not linger on blocked tasks either.
+    rt.shutdown_timeout(Duration::from_secs(2));
+}
+
+async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
+    let budget = Budget {
+        started: Instant::now(),
+    };
+    let fake = FakeLlm::start().await;
+    let quick = opts.quick;
+    eprintln!("[load] start-up of the release binary…");
+    let (startup, child) = startup(&fake, if quick { 3 } else { 5 }).await;
+
+    // The release binary, alone in its process: idle RSS after warm-up, then open streams.
+    let mut open = Vec::new();
+    let mut idle_after_warmup = json!({"requests": 0, "rss_mib": null});
+    let stream_counts: &[usize] = if quick { &[1_000] } else { &[1_000, 10_000] };
+    if let Some(child) = child {
+        let n = 400;
+        let errors = warm(child.addr, n).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        idle_after_warmup = json!({"requests": n, "errors": errors,
+            "rss_mib": rss_kib(Some(child.pid())).0 as f64 / 1024.0});
+        for &n in stream_counts {
+            // Client + fake-LLM descriptors here; the child holds its own two per stream.
+            let fits = (fd_soft.saturating_sub(500) / 2) as usize;
+            let want = n.min(fits);
+            eprintln!("[load] {want} open streams against the binary…");
+            let mut r = open_streams(
+                child.addr,
+                Some(child.pid()),
+                &fake,
+                want,
+                "binary (triage alone)",
+                Duration::from_secs(60).min(budget.left() / 3),
+            )
+            .await;
+            if want < n {
+                r["note"] = json!(format!(
+                    "{n} not reachable: the descriptor limit ({fd_soft}) allows {want}"
+                ));
+            }
+            open.push(r);
+        }
+        drop(child);
+    }
+
+    eprintln!("[load] in-process triage…");
+    let (app, in_process_start) = start_in_process(fake.addr).await;
+    let addr = app.addr;
+    let warm_errors = warm(addr, 400).await;
+
+    let mut latency_rows = Vec::new();
+    for stream in [false, true] {
+        eprintln!("[load] latency at concurrency 1, stream={stream}…");
+        let count = if quick { 500 } else { 2_000 };
+        latency_rows.push(latency(addr, &fake, stream, count, Duration::from_secs(20)).await);
+    }
+
+    let mut through = Vec::new();
+    let (warm_t, measure) = if quick {
+        (Duration::from_millis(500), Duration::from_secs(2))
+    } else {
+        (Duration::from_secs(1), Duration::from_secs(5))
+    };
+    for stream in [false, true] {
+        for c in [16, 64, 256] {
+            if budget.left() < Duration::from_secs(60) {
+                eprintln!("[load] time budget: skipping throughput c={c} stream={stream}");
+                continue;
+            }
+            eprintln!("[load] throughput c={c} stream={stream}…");
+            through.push(throughput(addr, stream, c, warm_t, measure).await);
+        }
+    }
+
+    for &n in stream_counts {
+        let fits = (fd_soft.saturating_sub(500) / 4) as usize;
+        let want = n.min(fits);
+        if budget.left() < Duration::from_secs(40) {
+            eprintln!("[load] time budget: skipping {n} in-process streams");
+            continue;
+        }
+        eprintln!("[load] {want} open streams in-process…");
+        let mut r = open_streams(
+            addr,
+            None,
+            &fake,
+            want,
+            "in-process (triage + load generator + fake LLM)",
+            Duration::from_secs(60).min(budget.left() / 2),
+        )
+        .await;
+        if want < n {
+            r["note"] = json!(format!(
+                "{n} not reachable: the descriptor limit ({fd_soft}) allows {want}"
+            ));
+        }
+        open.push(r);
+    }
+    stop_in_process(app).await;
+
+    json!({
+        "machine": machine(),
+        "fd_limit": fd_note,
+        "startup": startup,
+        "in_process_start_ms": micros(in_process_start) / 1000.0,
+        "idle_after_warmup": idle_after_warmup,
+        "warmup_errors": warm_errors,
+        "latency": latency_rows,
+        "throughput": through,
+        "open_streams": open,
+        "fake_llm_requests": fake.state.requests.load(Ordering::Relaxed),
+        "run_seconds": budget.started.elapsed().as_secs_f64(),
+    })
+}

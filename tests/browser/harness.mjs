@@ -1,0 +1,117 @@
+// Shared helpers of the browser tests: the triage + fake LLM harness (examples/browser_harness.rs)
+// and a headless Debian Chromium driven by playwright-core.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { setTimeout as sleep } from "node:timers/promises";
+import { chromium } from "playwright-core";
+
+export const here = dirname(fileURLToPath(import.meta.url));
+export const repo = join(here, "..", "..");
+export const artifacts = join(here, "artifacts");
+mkdirSync(artifacts, { recursive: true });
+
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+
+// Starts `cargo run --example browser_harness` (built beforehand by .ci/run) and waits for its
+// port file. Returns { triage, triageKeyed?, llm, script(steps), llmRequests(), stop() }.
+export async function startHarness({ corsOrigins = [], apiKey } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), "triage-browser-"));
+  const portFile = join(dir, "ports.json");
+  const args = ["run", "--quiet", "--example", "browser_harness", "--", "--port-file", portFile];
+  for (const origin of corsOrigins) args.push("--cors-origin", origin);
+  if (apiKey) args.push("--api-key", apiKey);
+  let stderr = "";
+  const child = spawn("cargo", args, {
+    cwd: repo,
+    detached: true, // own process group: stop() ends cargo and the harness together
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG || "warn" },
+  });
+  child.stderr.on("data", (d) => {
+    stderr = (stderr + d).slice(-20000);
+  });
+  let exited = null;
+  child.on("exit", (code, signal) => {
+    exited = { code, signal };
+  });
+
+  const deadline = Date.now() + 180_000; // a cold build, when .ci/run did not build first
+  while (!existsSync(portFile)) {
+    if (exited) throw new Error(`browser_harness exited (${JSON.stringify(exited)}):\n${stderr}`);
+    if (Date.now() > deadline) {
+      killGroup(child);
+      throw new Error(`browser_harness did not start in time:\n${stderr}`);
+    }
+    await sleep(50);
+  }
+  const ports = JSON.parse(readFileSync(portFile, "utf8"));
+  const llm = `http://127.0.0.1:${ports.llm}`;
+  return {
+    triage: `http://127.0.0.1:${ports.triage}`,
+    triageKeyed: ports.triage_keyed ? `http://127.0.0.1:${ports.triage_keyed}` : undefined,
+    llm,
+    stderr: () => stderr,
+    async script(steps) {
+      const r = await fetch(`${llm}/__script`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(steps),
+      });
+      if (!r.ok) throw new Error(`script refused: ${r.status} ${await r.text()}`);
+    },
+    async llmRequests() {
+      return (await fetch(`${llm}/__requests`)).json();
+    },
+    stop() {
+      killGroup(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+function killGroup(child) {
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
+
+export async function launchBrowser() {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-dev-shm-usage",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+    ],
+  });
+}
+
+// A new page that fails the test on uncaught page errors and keeps console errors for messages.
+export async function newPage(browser, { width = 1366, height = 860 } = {}) {
+  const context = await browser.newContext({ viewport: { width, height } });
+  const page = await context.newPage();
+  page.errors = [];
+  page.on("pageerror", (e) => page.errors.push(`pageerror: ${e.message}`));
+  page.on("console", (m) => {
+    // Refused requests are logged by the browser itself; the tests assert those on the page.
+    if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) {
+      page.errors.push(`console: ${m.text()}`);
+    }
+  });
+  return page;
+}
+
+export function screenshotPath(name) {
+  return join(artifacts, `${name}.png`);
+}

@@ -1,0 +1,330 @@
+//! Production safety: API keys, fail-closed start-up, secret masking, header passthrough,
+//! CORS and TLS.
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::HeaderMap;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use triage::config::Settings;
+use triage::startup::Application;
+
+use crate::fake_llm::{FakeLlm, Step, http_client};
+use crate::helpers::{json_body, spawn_app_with};
+
+const KEYS: &str = "[server]\napi_keys = [\"key-one-111\", \"key-two-222\"]\n";
+
+#[tokio::test]
+async fn api_keys_guard_everything_but_the_probes() {
+    let app = spawn_app_with(KEYS).await;
+    let chat = json!({"ask": "q"}).to_string();
+    let post = |key: Option<(&'static str, String)>| {
+        let mut req = app
+            .client
+            .post(app.url("/api/chat"))
+            .header("content-type", "application/json")
+            .body(chat.clone());
+        if let Some((name, value)) = key {
+            req = req.header(name, value);
+        }
+        req.send()
+    };
+    let resp = post(None).await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert_eq!(
+        json_body(resp).await,
+        json!({"detail": "Invalid or missing API key"})
+    );
+    assert_eq!(
+        post(Some(("x-api-key", "wrong".into())))
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    assert_eq!(
+        post(Some(("authorization", "Basic key-one-111".into())))
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    app.llm.push(Step::text("a"));
+    assert_eq!(
+        post(Some(("x-api-key", "key-one-111".into())))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    app.llm.push(Step::text("b"));
+    // Rotation: the second key works too, as a bearer token.
+    assert_eq!(
+        post(Some(("authorization", "Bearer key-two-222".into())))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    for path in [
+        "/api/model",
+        "/api/info",
+        "/metrics",
+        "/api/openapi.json",
+        "/nope",
+    ] {
+        let resp = app.client.get(app.url(path)).send().await.unwrap();
+        assert_eq!(resp.status(), 401, "{path}");
+    }
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            app.client.get(app.url(path)).send().await.unwrap().status(),
+            200,
+            "{path}"
+        );
+    }
+    // Crafted paths that merely contain an exempt route are not exempt.
+    for raw in [
+        "/healthz/../api/model",
+        "/api/model?/healthz",
+        "//healthz",
+        "/healthz%2F..%2Fapi%2Fmodel",
+        "/HEALTHZ",
+    ] {
+        let status = raw_get_status(&app.base, raw).await;
+        assert_eq!(status, 401, "{raw}");
+    }
+    assert_eq!(app.llm.request_count(), 2);
+}
+
+/// Sends a request line verbatim (clients normalise paths; attackers do not).
+async fn raw_get_status(base: &str, path: &str) -> u16 {
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn refuses_to_start_open_to_the_network_without_a_key() {
+    let settings = Settings::from_toml(
+        "[server]\nhost = \"0.0.0.0\"\nport = 0\n[toolsets.kubernetes]\nenabled = false\n",
+    )
+    .unwrap();
+    let err = Application::build(settings)
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED=true"),
+        "{err}"
+    );
+    let settings = Settings::from_toml(
+        "[server]\nhost = \"0.0.0.0\"\nport = 0\nallow_unauthenticated = true\n[toolsets.kubernetes]\nenabled = false\n",
+    )
+    .unwrap();
+    assert!(Application::build(settings).await.is_ok());
+    let settings = Settings::from_toml(
+        "[server]\nhost = \"0.0.0.0\"\nport = 0\napi_keys = [\"k-123456\"]\n[toolsets.kubernetes]\nenabled = false\n",
+    )
+    .unwrap();
+    assert!(Application::build(settings).await.is_ok());
+}
+
+#[tokio::test]
+async fn secrets_never_reach_the_llm_or_the_client() {
+    let app = spawn_app_with("[security]\nsecrets = [\"s3cr3t-value-123\"]\n[models.fake]\napi_key = \"sk-model-key-999\"\n").await;
+    app.llm.push(Step::tool(
+        "leak",
+        "bash",
+        json!({"command": "echo token=s3cr3t-value-123"}),
+    ));
+    app.llm.push(Step::text("done"));
+    let (status, body) = app.chat_json(&json!({"ask": "q"})).await;
+    assert_eq!(status, 200, "{body}");
+    let data = body["tool_calls"][0]["result"]["data"].as_str().unwrap();
+    assert_eq!(data.trim(), "token=<secret-hidden>");
+    // The tool output the LLM reads is masked (the command itself is the model's own text).
+    let sent = app.llm_messages(1);
+    let tool_msg = sent.iter().find(|m| m["role"] == "tool").unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        !tool_msg.contains("s3cr3t-value-123") && tool_msg.contains("<secret-hidden>"),
+        "{tool_msg}"
+    );
+    // A provider error that echoes the key.
+    app.llm
+        .push(Step::error(400, "bad request for key sk-model-key-999"));
+    let (status, body) = app.chat_json(&json!({"ask": "q"})).await;
+    assert_eq!(status, 500);
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        !detail.contains("sk-model-key-999") && detail.contains("<secret-hidden>"),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn only_allowed_headers_reach_tools() {
+    // A stand-in Prometheus API that records the headers it receives.
+    let seen: Arc<Mutex<Vec<HeaderMap>>> = Arc::default();
+    let seen2 = seen.clone();
+    let router = axum::Router::new().route(
+        "/api/v1/query",
+        axum::routing::get(move |headers: HeaderMap| {
+            seen2.lock().unwrap().push(headers);
+            async {
+                axum::Json(
+                    json!({"status": "success", "data": {"resultType": "vector", "result": []}}),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let prom = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let app = spawn_app_with(&format!(
+        "{KEYS}[toolsets.prometheus]\nenabled = true\nurl = \"{prom}\"\ncheck_on_startup = false\nforward_headers = [\"X-Scope-OrgID\", \"Authorization\", \"Cookie\"]\n"
+    ))
+    .await;
+    app.llm
+        .push(Step::tool("p", "prometheus_query", json!({"query": "up"})));
+    app.llm.push(Step::text("ok"));
+    let resp = app
+        .client
+        .post(app.url("/api/chat"))
+        .header("content-type", "application/json")
+        .header("authorization", "Bearer key-one-111")
+        .header("cookie", "session=abc")
+        .header("x-scope-orgid", "tenant-a")
+        .header("x-other", "not forwarded")
+        .body(json!({"ask": "q"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let headers = seen.lock().unwrap().pop().expect("prometheus was queried");
+    assert_eq!(headers["x-scope-orgid"], "tenant-a");
+    assert!(
+        headers.get("authorization").is_none(),
+        "blocked header forwarded"
+    );
+    assert!(headers.get("cookie").is_none(), "blocked header forwarded");
+    assert!(
+        headers.get("x-other").is_none(),
+        "unlisted header forwarded"
+    );
+}
+
+#[tokio::test]
+async fn cors_is_off_by_default_and_follows_the_allow_list() {
+    let preflight = |app: &crate::helpers::TestApp, origin: &'static str| {
+        app.client
+            .request(reqwest::Method::OPTIONS, app.url("/api/chat"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type,x-api-key")
+            .send()
+    };
+    let closed = spawn_app_with("").await;
+    let resp = preflight(&closed, "http://console.example").await.unwrap();
+    assert!(resp.headers().get("access-control-allow-origin").is_none());
+    let open =
+        spawn_app_with("[server]\ncors_allowed_origins = [\"http://console.example\"]\n").await;
+    let resp = preflight(&open, "http://console.example").await.unwrap();
+    assert_eq!(
+        resp.headers()["access-control-allow-origin"],
+        "http://console.example"
+    );
+    let allowed = resp.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(allowed.contains("x-api-key") && allowed.contains("content-type"));
+    let resp = preflight(&open, "http://evil.example").await.unwrap();
+    assert!(resp.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test]
+async fn serves_tls_from_pem_files() {
+    let dir = std::env::temp_dir().join(format!("triage-tls-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl is installed");
+    assert!(status.success());
+    let llm = FakeLlm::start().await;
+    let settings = Settings::from_toml(&format!(
+        "[server]\nport = 0\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n[toolsets.kubernetes]\nenabled = false\n[models.fake]\nmodel = \"openai/m\"\napi_base = \"{}\"\n",
+        cert.display(),
+        key.display(),
+        llm.base_url()
+    ))
+    .unwrap();
+    let app = Application::build(settings).await.unwrap();
+    let port = app.port();
+    tokio::spawn(app.run_until_stopped());
+    let client = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let _ = http_client();
+    let resp = client
+        .get(format!("https://127.0.0.1:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    llm.push(Step::text("over TLS"));
+    let resp = client
+        .post(format!("https://127.0.0.1:{port}/api/chat"))
+        .header("content-type", "application/json")
+        .body(json!({"ask": "q", "stream": true}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    assert!(text.contains("over TLS"));
+    // Plain HTTP to the TLS port gets no HTTP answer.
+    assert!(
+        http_client()
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            .is_err()
+    );
+    // Half a configuration is refused.
+    let half = Settings::from_toml(&format!(
+        "[server]\ntls_cert_file = \"{}\"\n",
+        cert.display()
+    ));
+    assert!(half.unwrap_err().to_string().contains("tls_key_file"));
+    let _ = std::fs::remove_dir_all(dir);
+}
