@@ -73,6 +73,8 @@ pub enum Step {
     CutMidStream { content: String },
     /// Send raw SSE text verbatim as the body (status 200, text/event-stream).
     Raw { body: String },
+    /// Raw bytes as the body (for invalid UTF-8).
+    RawBytes { body: Vec<u8> },
     /// One content delta every `interval`, `chunks` times, then finish normally.
     Slow {
         content: String,
@@ -518,6 +520,9 @@ async fn handle(State(inner): State<Arc<Inner>>, raw: Bytes) -> Response {
         Step::Raw { body } => sse_response(futures::stream::once(async move {
             Ok::<_, Infallible>(Bytes::from(body))
         })),
+        Step::RawBytes { body } => sse_response(futures::stream::once(async move {
+            Ok::<_, Infallible>(Bytes::from(body))
+        })),
         step if ctx.stream => streaming(inner, ctx, step),
         step => non_streaming(inner, ctx, step).await,
     }
@@ -605,7 +610,7 @@ fn streaming(inner: Arc<Inner>, ctx: Ctx, step: Step) -> Response {
                 yield Ok(done_line());
             }
             // Handled before streaming starts.
-            Step::Error { .. } | Step::HangBeforeHeaders | Step::Raw { .. } => {
+            Step::Error { .. } | Step::HangBeforeHeaders | Step::Raw { .. } | Step::RawBytes { .. } => {
                 guard.finish();
             }
         }
@@ -736,7 +741,7 @@ async fn non_streaming(inner: Arc<Inner>, ctx: Ctx, step: Step) -> Response {
             resp
         }
         // Handled in `handle`.
-        Step::Error { .. } | Step::HangBeforeHeaders | Step::Raw { .. } => {
+        Step::Error { .. } | Step::HangBeforeHeaders | Step::Raw { .. } | Step::RawBytes { .. } => {
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }

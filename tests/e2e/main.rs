@@ -11,6 +11,7 @@ mod bad_input;
 mod chat_basic;
 mod compaction;
 mod conversation;
+mod faults;
 mod frontend_tools;
 mod images;
 mod llm_failures;
