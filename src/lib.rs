@@ -3,6 +3,7 @@
 //! Data flows one way: `http` → `agent` (the loop) → `llm` / `tools` → events → `http`.
 
 pub mod agent;
+pub mod cli;
 pub mod config;
 pub mod context;
 pub mod http;

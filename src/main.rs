@@ -1,14 +1,13 @@
-//! The `triage` command: `serve` the HTTP API, or `ask` a question in-process.
+//! The `triage` command: `serve` the HTTP API, `ask` a question, list `models`, `check` config.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use futures::StreamExt;
 
+use triage::cli::{self, AskOptions, EXIT_ERROR, EXIT_USAGE};
 use triage::config::Settings;
-use triage::startup::{Application, build_agent};
-use triage::wire::{ChatRequest, StreamEvent};
+use triage::startup::Application;
 
 #[derive(Parser)]
 #[command(
@@ -28,39 +27,81 @@ struct Cli {
 enum Command {
     /// Serve the HTTP API.
     Serve,
-    /// Ask one question in-process and print the answer.
+    /// Ask one question: the answer (markdown) on stdout, progress on stderr.
     Ask {
         question: String,
         /// Model key (see `triage models`).
         #[arg(long)]
         model: Option<String>,
+        /// Turn a prompt section on or off, e.g. --behavior style_guide=off (repeatable).
+        #[arg(long = "behavior", value_name = "KEY=on|off")]
+        behavior: Vec<String>,
+        /// Print the non-streaming JSON response instead.
+        #[arg(long)]
+        json: bool,
+        /// Ask y/n on the terminal for tools that need approval.
+        #[arg(long)]
+        approve: bool,
+        /// Ask a running triage (e.g. http://127.0.0.1:5050) instead of running the agent here.
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
+        /// API key for --server.
+        #[arg(long, env = "TRIAGE_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
     },
     /// List the configured model keys.
     Models,
+    /// Validate the configuration and report each toolset's status.
+    Check,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    triage::telemetry::init();
+    let default_level = if matches!(cli.command, Command::Serve) {
+        "info"
+    } else {
+        "warn"
+    };
+    triage::telemetry::init_with_default(default_level);
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("triage: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("triage: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(EXIT_ERROR);
         }
     };
     runtime.block_on(async move {
         match cli.command {
             Command::Serve => serve(settings).await,
-            Command::Ask { question, model } => ask(settings, question, model).await,
-            Command::Models => models(settings),
+            Command::Ask {
+                question,
+                model,
+                behavior,
+                json,
+                approve,
+                server,
+                api_key,
+            } => {
+                let opts = AskOptions {
+                    question,
+                    model,
+                    behavior,
+                    json,
+                    approve,
+                    server,
+                    api_key,
+                };
+                cli::ask(settings, opts).await
+            }
+            Command::Models => cli::models(&settings),
+            Command::Check => cli::check(&settings).await,
         }
     })
 }
@@ -70,79 +111,14 @@ async fn serve(settings: Settings) -> ExitCode {
         Ok(app) => app,
         Err(e) => {
             eprintln!("triage: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(EXIT_ERROR);
         }
     };
     match app.run_until_stopped().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("triage: server error: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn ask(settings: Settings, question: String, model: Option<String>) -> ExitCode {
-    let agent = match build_agent(&settings).await {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("triage: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let request = ChatRequest {
-        ask: question,
-        model,
-        ..ChatRequest::default()
-    };
-    let meta = triage::agent::RequestMeta {
-        request_id: uuid::Uuid::new_v4().to_string(),
-        headers: Vec::new(),
-    };
-    let prepared = match agent.prepare(request, meta) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("triage: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let mut events = std::pin::pin!(agent.clone().run(prepared));
-    while let Some(event) = events.next().await {
-        match event {
-            StreamEvent::StartToolCalling(s) => eprintln!("· running {}", s.tool_name),
-            StreamEvent::ToolCallingResult(r) => {
-                eprintln!("· {} → {:?}", r.description, r.result.status)
-            }
-            StreamEvent::AiMessage(m) => {
-                if let Some(c) = m.content {
-                    eprintln!("{c}");
-                }
-            }
-            StreamEvent::AnswerEnd(end) => {
-                println!("{}", end.analysis);
-                return ExitCode::SUCCESS;
-            }
-            StreamEvent::Error(e) => {
-                eprintln!("triage: {}", e.description);
-                return ExitCode::FAILURE;
-            }
-            _ => {}
-        }
-    }
-    ExitCode::FAILURE
-}
-
-fn models(settings: Settings) -> ExitCode {
-    match triage::llm::ModelRegistry::from_settings(&settings) {
-        Ok(r) => {
-            for key in r.keys() {
-                println!("{key}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("triage: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(EXIT_ERROR)
         }
     }
 }

@@ -38,3 +38,46 @@ pub struct Agent {
     pub compaction: CompactionOptions,
     pub masker: SecretMasker,
 }
+
+/// Drains an event stream into the non-streaming response (the HTTP JSON answer, `triage ask
+/// --json`); the `error` event that ended the stream otherwise.
+pub async fn collect_response(
+    events: impl futures::Stream<Item = crate::wire::StreamEvent>,
+) -> Result<crate::wire::ChatResponse, crate::wire::events::ErrorEvent> {
+    use crate::wire::events::ErrorEvent;
+    use crate::wire::{ChatResponse, StreamEvent};
+    use futures::StreamExt;
+    let mut events = std::pin::pin!(events);
+    let mut tool_calls: Vec<crate::wire::events::ToolCallResult> = Vec::new();
+    while let Some(event) = events.next().await {
+        match event {
+            StreamEvent::ToolCallingResult(result) => {
+                // One entry per call id, the latest winning (a resumed call reports again).
+                tool_calls.retain(|t| t.tool_call_id != result.tool_call_id);
+                tool_calls.push(*result);
+            }
+            StreamEvent::AnswerEnd(end) => {
+                return Ok(ChatResponse {
+                    analysis: end.analysis,
+                    conversation_history: end.conversation_history,
+                    tool_calls,
+                    follow_up_actions: end.follow_up_actions,
+                    pending_approvals: None,
+                    metadata: end.metadata,
+                });
+            }
+            StreamEvent::Error(e) => return Err(e),
+            StreamEvent::ApprovalRequired(_) => {
+                return Err(ErrorEvent::new(
+                    "the agent paused for approval, which needs `stream: true`".into(),
+                    false,
+                ));
+            }
+            _ => {}
+        }
+    }
+    Err(ErrorEvent::new(
+        "the agent stopped without an answer".into(),
+        false,
+    ))
+}

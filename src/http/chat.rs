@@ -7,13 +7,12 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 
 use super::body::{parse_json, read_body};
 use super::sse::StreamLimits;
 use super::{ApiError, AppState, RequestId, sse};
 use crate::agent::RequestMeta;
-use crate::wire::events::ToolCallResult;
 use crate::wire::{ChatRequest, ChatResponse, StreamEvent};
 
 pub async fn chat(
@@ -106,43 +105,11 @@ fn in_span<S: Stream + Send + 'static>(
     })
 }
 
-/// Drains the event stream into the non-streaming response.
+/// The non-streaming response, or the error event as an HTTP error.
 async fn collect(events: impl Stream<Item = StreamEvent>) -> Result<ChatResponse, ApiError> {
-    let mut events = std::pin::pin!(events);
-    let mut tool_calls: Vec<ToolCallResult> = Vec::new();
-    while let Some(event) = events.next().await {
-        match event {
-            StreamEvent::ToolCallingResult(result) => {
-                // One entry per call id, the latest winning (a resumed call reports again).
-                tool_calls.retain(|t| t.tool_call_id != result.tool_call_id);
-                tool_calls.push(*result);
-            }
-            StreamEvent::AnswerEnd(end) => {
-                return Ok(ChatResponse {
-                    analysis: end.analysis,
-                    conversation_history: end.conversation_history,
-                    tool_calls,
-                    follow_up_actions: end.follow_up_actions,
-                    pending_approvals: None,
-                    metadata: end.metadata,
-                });
-            }
-            StreamEvent::Error(e) => {
-                let status = StatusCode::from_u16(e.http_status)
-                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                return Err(ApiError::new(status, e.description));
-            }
-            StreamEvent::ApprovalRequired(_) => {
-                return Err(ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the agent paused for approval, which needs `stream: true`",
-                ));
-            }
-            _ => {}
-        }
-    }
-    Err(ApiError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "the agent stopped without an answer",
-    ))
+    crate::agent::collect_response(events).await.map_err(|e| {
+        let status =
+            StatusCode::from_u16(e.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        ApiError::new(status, e.description)
+    })
 }

@@ -9,6 +9,7 @@ mod api_model;
 mod approvals;
 mod bad_input;
 mod chat_basic;
+mod cli;
 mod compaction;
 mod conversation;
 mod faults;

@@ -1,0 +1,472 @@
+//! The command line: `ask` (in-process or against `--server`), `models`, `check`. Progress
+//! goes to stderr, the answer (markdown) to stdout, so `triage ask … > answer.md` works.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+
+use crate::agent::{Agent, RequestMeta, collect_response};
+use crate::config::Settings;
+use crate::startup::{build_agent, install_crypto_provider};
+use crate::tools::ToolsetStatus;
+use crate::wire::events::{ApprovalRequired, ToolStatus};
+use crate::wire::request::ToolDecision;
+use crate::wire::{ChatRequest, StreamEvent};
+
+/// Exit codes: 0 answer, 1 error; 2 (usage) comes from clap and config errors.
+pub const EXIT_ERROR: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+pub struct AskOptions {
+    pub question: String,
+    pub model: Option<String>,
+    /// `KEY=on|off` pairs.
+    pub behavior: Vec<String>,
+    pub json: bool,
+    pub approve: bool,
+    pub server: Option<String>,
+    pub api_key: Option<String>,
+}
+
+/// Parses `--behavior KEY=on|off`.
+pub fn behavior_controls(pairs: &[String]) -> Result<HashMap<String, bool>, String> {
+    pairs
+        .iter()
+        .map(|pair| {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("--behavior expects KEY=on|off, got '{pair}'"))?;
+            let on = match value.trim().to_ascii_lowercase().as_str() {
+                "on" | "true" | "yes" | "1" => true,
+                "off" | "false" | "no" | "0" => false,
+                other => {
+                    return Err(format!(
+                        "--behavior {key}: expected on or off, got '{other}'"
+                    ));
+                }
+            };
+            Ok((key.trim().to_owned(), on))
+        })
+        .collect()
+}
+
+pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
+    let controls = match behavior_controls(&opts.behavior) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("triage: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let request = ChatRequest {
+        ask: opts.question.clone(),
+        model: opts.model.clone(),
+        behavior_controls: (!controls.is_empty()).then_some(controls),
+        stream: !opts.json,
+        enable_tool_approval: opts.approve && !opts.json,
+        ..ChatRequest::default()
+    };
+    let source = match &opts.server {
+        Some(url) => Source::remote(url, opts.api_key.clone()),
+        None => build_agent(&settings)
+            .await
+            .map(Source::Local)
+            .map_err(|e| e.to_string()),
+    };
+    let source = match source {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("triage: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    if opts.json {
+        return match source.json(request).await {
+            Ok(body) => {
+                println!("{body}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("triage: {e}");
+                ExitCode::from(EXIT_ERROR)
+            }
+        };
+    }
+    let mut progress = Progress::new();
+    let mut request = request;
+    loop {
+        let events = match source.stream(request.clone()).await {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("triage: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+        };
+        match progress.follow(events).await {
+            Outcome::Answer(text) => {
+                println!("{text}");
+                return ExitCode::SUCCESS;
+            }
+            Outcome::Failed(message) => {
+                eprintln!("triage: {message}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+            Outcome::Paused(paused) => match decide(&paused) {
+                Some(decisions) => {
+                    request = ChatRequest {
+                        ask: String::new(),
+                        conversation_history: Some(paused.conversation_history),
+                        tool_decisions: Some(decisions),
+                        frontend_tool_results: None,
+                        ..request
+                    };
+                }
+                None => {
+                    eprintln!(
+                        "triage: the agent needs approval for a tool; run on a terminal with --approve"
+                    );
+                    return ExitCode::from(EXIT_ERROR);
+                }
+            },
+        }
+    }
+}
+
+/// Asks y/n for each pending approval; `None` when nobody can answer (no terminal).
+fn decide(paused: &ApprovalRequired) -> Option<Vec<ToolDecision>> {
+    if !std::io::stdin().is_terminal() || paused.pending_approvals.is_empty() {
+        return None;
+    }
+    let mut decisions = Vec::new();
+    for p in &paused.pending_approvals {
+        eprint!("Run `{}` ({})? [y/N] ", p.description, p.tool_name);
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        let approved = std::io::stdin().read_line(&mut line).is_ok()
+            && matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes");
+        decisions.push(ToolDecision {
+            tool_call_id: p.tool_call_id.clone(),
+            approved,
+            feedback: None,
+            save_prefixes: None,
+        });
+    }
+    Some(decisions)
+}
+
+enum Outcome {
+    Answer(String),
+    Failed(String),
+    Paused(ApprovalRequired),
+}
+
+type EventStream = std::pin::Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
+
+/// Where events come from: the agent in this process, or a running triage.
+enum Source {
+    Local(Arc<Agent>),
+    Remote {
+        url: String,
+        key: Option<String>,
+        http: reqwest::Client,
+    },
+}
+
+impl Source {
+    fn remote(url: &str, key: Option<String>) -> Result<Source, String> {
+        install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Source::Remote {
+            url: format!("{}/api/chat", url.trim_end_matches('/')),
+            key,
+            http,
+        })
+    }
+
+    async fn post(&self, request: &ChatRequest) -> Result<reqwest::Response, String> {
+        let Source::Remote { url, key, http } = self else {
+            return Err("not a remote source".into());
+        };
+        let body = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+        let mut req = http
+            .post(url.as_str())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some(k) = key {
+            req = req.header("x-api-key", k.as_str());
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach {url}: {e}"))?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let text = resp.text().await.unwrap_or_default();
+            let detail = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| {
+                    v.get("detail")
+                        .map(|d| d.as_str().map_or_else(|| d.to_string(), str::to_owned))
+                })
+                .unwrap_or(text);
+            return Err(format!("HTTP {status}: {detail}"));
+        }
+        Ok(resp)
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, String> {
+        match self {
+            Source::Local(agent) => {
+                let prepared = agent
+                    .prepare(request, local_meta())
+                    .map_err(|e| e.to_string())?;
+                Ok(Box::pin(agent.clone().run(prepared)))
+            }
+            Source::Remote { .. } => {
+                let resp = self.post(&request).await?;
+                let events = resp
+                    .bytes_stream()
+                    .eventsource()
+                    .filter_map(|e| async move {
+                        let e = e.ok()?;
+                        parse_event(&e.event, &e.data)
+                    });
+                Ok(Box::pin(events))
+            }
+        }
+    }
+
+    async fn json(&self, request: ChatRequest) -> Result<String, String> {
+        match self {
+            Source::Local(agent) => {
+                let prepared = agent
+                    .prepare(request, local_meta())
+                    .map_err(|e| e.to_string())?;
+                let response = collect_response(agent.clone().run(prepared))
+                    .await
+                    .map_err(|e| e.description)?;
+                serde_json::to_string_pretty(&response).map_err(|e| e.to_string())
+            }
+            Source::Remote { .. } => {
+                let text = self
+                    .post(&request)
+                    .await?
+                    .text()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let value: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+                serde_json::to_string_pretty(&value).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+fn local_meta() -> RequestMeta {
+    RequestMeta {
+        request_id: uuid::Uuid::new_v4().to_string(),
+        headers: Vec::new(),
+    }
+}
+
+/// The events the CLI reacts to, parsed back from a server's SSE stream.
+fn parse_event(name: &str, data: &str) -> Option<StreamEvent> {
+    use crate::wire::events::*;
+    let event = match name {
+        "start_tool_calling" => StreamEvent::StartToolCalling(serde_json::from_str(data).ok()?),
+        "tool_calling_result" => {
+            StreamEvent::ToolCallingResult(Box::new(serde_json::from_str(data).ok()?))
+        }
+        "ai_message" => StreamEvent::AiMessage(serde_json::from_str(data).ok()?),
+        "token_count" => StreamEvent::TokenCount(serde_json::from_str(data).ok()?),
+        "approval_required" => {
+            StreamEvent::ApprovalRequired(Box::new(serde_json::from_str(data).ok()?))
+        }
+        "ai_answer_end" => StreamEvent::AnswerEnd(Box::new(serde_json::from_str(data).ok()?)),
+        "error" => StreamEvent::Error(serde_json::from_str(data).ok()?),
+        "conversation_history_compaction_start" => {
+            StreamEvent::CompactionStart(serde_json::from_str(data).ok()?)
+        }
+        "conversation_history_compacted" => {
+            StreamEvent::Compacted(Box::new(serde_json::from_str(data).ok()?))
+        }
+        _ => return None,
+    };
+    Some(event)
+}
+
+/// Live progress on stderr: a spinner while tools run (on a terminal), one line per result.
+struct Progress {
+    tty: bool,
+    running: Vec<(String, String)>,
+    started: Instant,
+    total_tokens: u64,
+}
+
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+impl Progress {
+    fn new() -> Progress {
+        Progress {
+            tty: std::io::stderr().is_terminal(),
+            running: Vec::new(),
+            started: Instant::now(),
+            total_tokens: 0,
+        }
+    }
+
+    async fn follow(&mut self, mut events: EventStream) -> Outcome {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut frame = 0usize;
+        loop {
+            let event = tokio::select! {
+                e = events.next() => e,
+                _ = tick.tick(), if self.tty && !self.running.is_empty() => {
+                    frame += 1;
+                    self.draw_spinner(frame);
+                    continue;
+                }
+            };
+            let Some(event) = event else {
+                return Outcome::Failed("the stream ended without an answer".into());
+            };
+            self.clear_line();
+            match event {
+                StreamEvent::StartToolCalling(s) => self.running.push((s.id, s.tool_name)),
+                StreamEvent::ToolCallingResult(r) => {
+                    self.running.retain(|(id, _)| *id != r.tool_call_id);
+                    let mark = match r.result.status {
+                        ToolStatus::Success => "✓",
+                        ToolStatus::NoData => "∅",
+                        ToolStatus::ApprovalRequired => "?",
+                        ToolStatus::Error => "✗",
+                    };
+                    let detail = r
+                        .result
+                        .error
+                        .as_deref()
+                        .map(|e| format!(": {}", first_line(e)))
+                        .unwrap_or_default();
+                    eprintln!("{mark} {} — {}{detail}", r.name, r.description);
+                }
+                StreamEvent::AiMessage(m) => {
+                    if let Some(c) = m.content.filter(|c| !c.trim().is_empty()) {
+                        eprintln!("{}", c.trim());
+                    }
+                }
+                StreamEvent::TokenCount(t) => {
+                    self.total_tokens = u64::from(t.metadata.tokens.total_tokens)
+                }
+                StreamEvent::CompactionStart(c) => eprintln!("{}", c.content),
+                StreamEvent::Compacted(c) => eprintln!("{}", c.content),
+                StreamEvent::ApprovalRequired(p) => return Outcome::Paused(*p),
+                StreamEvent::AnswerEnd(end) => {
+                    let u = end.metadata.usage;
+                    eprintln!(
+                        "({} tokens in the conversation; last call {} prompt + {} completion; {:.1} s)",
+                        end.metadata.tokens.total_tokens,
+                        u.prompt_tokens,
+                        u.completion_tokens,
+                        self.started.elapsed().as_secs_f64()
+                    );
+                    return Outcome::Answer(end.analysis);
+                }
+                StreamEvent::Error(e) => return Outcome::Failed(e.description),
+            }
+        }
+    }
+
+    fn draw_spinner(&self, frame: usize) {
+        let names: Vec<&str> = self.running.iter().map(|(_, n)| n.as_str()).collect();
+        eprint!(
+            "\r\x1b[2K{} running {} ({:.0} s)",
+            SPINNER[frame % SPINNER.len()],
+            names.join(", "),
+            self.started.elapsed().as_secs_f64()
+        );
+        let _ = std::io::stderr().flush();
+    }
+
+    fn clear_line(&self) {
+        if self.tty {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+pub fn models(settings: &Settings) -> ExitCode {
+    match crate::llm::ModelRegistry::from_settings(settings) {
+        Ok(r) if r.is_empty() => {
+            eprintln!("{}", crate::llm::registry::NO_MODEL_HELP);
+            ExitCode::from(EXIT_ERROR)
+        }
+        Ok(r) => {
+            for key in r.keys() {
+                println!("{key}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("triage: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// Validates the configuration and reports models and toolsets.
+pub async fn check(settings: &Settings) -> ExitCode {
+    let agent = match build_agent(settings).await {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("triage: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    println!("configuration: ok");
+    let keys = agent.models.keys();
+    if keys.is_empty() {
+        println!("models: none\n  {}", crate::llm::registry::NO_MODEL_HELP);
+    } else {
+        println!("models: {}", keys.join(", "));
+    }
+    println!("toolsets:");
+    for t in agent.tools.toolsets() {
+        let status = match &t.status {
+            ToolsetStatus::Enabled => format!("enabled ({} tools)", t.tools.len()),
+            ToolsetStatus::Disabled => "disabled in config".to_owned(),
+            ToolsetStatus::Unavailable(reason) => format!("unavailable: {reason}"),
+        };
+        println!("  {:<20} {status}", t.name);
+    }
+    if keys.is_empty() {
+        ExitCode::from(EXIT_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_behavior_pairs() {
+        let c = behavior_controls(&["style_guide=off".into(), "ai_safety=on".into()]).unwrap();
+        assert_eq!(c["style_guide"], false);
+        assert_eq!(c["ai_safety"], true);
+        assert!(behavior_controls(&["x".into()]).is_err());
+        assert!(behavior_controls(&["x=maybe".into()]).is_err());
+    }
+}

@@ -1,0 +1,220 @@
+//! The `triage` binary as a user runs it: a subprocess with its own config file.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::fake_llm::{FakeLlm, Step};
+use crate::helpers::spawn_app;
+
+/// Writes a config pointing at the fake LLM and returns its path.
+fn config_for(llm: &FakeLlm, extra: &str) -> PathBuf {
+    let path =
+        std::env::temp_dir().join(format!("triage-cli-{}.toml", uuid::Uuid::new_v4().simple()));
+    let text = format!(
+        "[toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n[models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n{extra}",
+        llm.base_url()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn triage(config: Option<&PathBuf>, args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"));
+    // Only what the test sets: no HOLMES_*, MODEL or OPENAI_API_KEY from the environment.
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args);
+    if let Some(c) = config {
+        cmd.env("TRIAGE_CONFIG", c);
+    }
+    cmd.output().await.expect("triage runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test]
+async fn ask_prints_the_answer_and_progress() {
+    let llm = FakeLlm::start().await;
+    llm.push(Step::tool(
+        "c1",
+        "TodoWrite",
+        json!({"todos": [{"id": "1", "content": "check logs", "status": "in_progress"}]}),
+    ));
+    llm.push(Step::text("## Root cause\nThe pod is **OOMKilled**."));
+    let config = config_for(&llm, "");
+    let out = triage(Some(&config), &["ask", "why is pod x crashing?"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "## Root cause\nThe pod is **OOMKilled**.\n"
+    );
+    let progress = text(&out.stderr);
+    assert!(
+        progress.contains("✓ TodoWrite — Update investigation tasks"),
+        "{progress}"
+    );
+    assert!(progress.contains("tokens"), "{progress}");
+    assert!(
+        llm.requests()[0]["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("why is pod x crashing?")
+    );
+}
+
+#[tokio::test]
+async fn ask_json_prints_the_response_body() {
+    let llm = FakeLlm::start().await;
+    llm.push(Step::text("fine"));
+    let config = config_for(&llm, "");
+    let out = triage(
+        Some(&config),
+        &["ask", "--json", "--model", "fake", "is it ok?"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(body["analysis"], "fine");
+    assert_eq!(body["follow_up_actions"].as_array().unwrap().len(), 3);
+    assert!(body["metadata"]["tokens"]["total_tokens"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn behavior_flags_shape_the_prompt() {
+    let llm = FakeLlm::start().await;
+    llm.push(Step::text("a"));
+    llm.push(Step::text("b"));
+    let config = config_for(&llm, "");
+    assert_eq!(
+        triage(Some(&config), &["ask", "q"]).await.status.code(),
+        Some(0)
+    );
+    let out = triage(
+        Some(&config),
+        &[
+            "ask",
+            "--behavior",
+            "style_guide=off",
+            "--behavior",
+            "general_instructions=off",
+            "q",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let full = llm.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .len();
+    let trimmed = llm.requests()[1]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .len();
+    assert!(trimmed < full, "{trimmed} < {full}");
+    let bad = triage(Some(&config), &["ask", "--behavior", "style_guide", "q"]).await;
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("KEY=on|off"));
+}
+
+#[tokio::test]
+async fn ask_a_running_server() {
+    let app = spawn_app().await;
+    app.llm
+        .push(Step::tool("t", "TodoWrite", json!({"todos": []})));
+    app.llm.push(Step::text("from the server"));
+    let out = triage(None, &["ask", "--server", &app.base, "q"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "from the server");
+    assert!(text(&out.stderr).contains("TodoWrite"));
+    app.llm.push(Step::text("json from the server"));
+    let out = triage(None, &["ask", "--json", "--server", &app.base, "q"]).await;
+    let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(body["analysis"], "json from the server");
+    let out = triage(
+        None,
+        &["ask", "--server", &app.base, "--model", "nope", "q"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("Unknown model 'nope'"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn failures_exit_1_and_usage_errors_exit_2() {
+    let llm = FakeLlm::start().await;
+    llm.push(Step::error(500, "provider down"));
+    let config = config_for(&llm, "");
+    let out = triage(Some(&config), &["ask", "q"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("provider down"));
+    // A command that needs approval, no terminal to ask on.
+    llm.push(Step::tool(
+        "r",
+        "bash",
+        json!({"command": "rm -rf /tmp/triage-cli-nope"}),
+    ));
+    let out = triage(Some(&config), &["ask", "--approve", "delete it"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--approve"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(triage(Some(&config), &["ask"]).await.status.code(), Some(2));
+    assert_eq!(
+        triage(Some(&config), &["frobnicate"]).await.status.code(),
+        Some(2)
+    );
+    let broken = std::env::temp_dir().join(format!(
+        "triage-cli-bad-{}.toml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&broken, "[server]\nprot = 1\n").unwrap();
+    let out = triage(Some(&broken), &["check"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("prot"));
+}
+
+#[tokio::test]
+async fn models_and_check() {
+    let llm = FakeLlm::start().await;
+    let config = config_for(
+        &llm,
+        "[models.other]\nmodel = \"openai/x\"\napi_base = \"http://127.0.0.1:9/v1\"\n",
+    );
+    let out = triage(Some(&config), &["models"]).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "fake\nother\n");
+    let out = triage(Some(&config), &["check"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("configuration: ok") && report.contains("models: fake, other"),
+        "{report}"
+    );
+    assert!(
+        report.contains("kubernetes") && report.contains("disabled in config"),
+        "{report}"
+    );
+    assert!(
+        report.contains("core_investigation") && report.contains("enabled"),
+        "{report}"
+    );
+    // No model at all: check says how to configure one and fails.
+    let empty = std::env::temp_dir().join(format!(
+        "triage-cli-empty-{}.toml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&empty, "[toolsets.kubernetes]\nenabled = false\n").unwrap();
+    let out = triage(Some(&empty), &["check"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("OPENAI_API_KEY"));
+}
