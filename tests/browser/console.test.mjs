@@ -98,11 +98,11 @@ test("ask: the answer renders as markdown, with the tool card, usage and a follo
   assert.equal(await card.locator(".tool-name").textContent(), "TodoWrite");
   assert.equal(await card.locator(".status").getAttribute("data-status"), "success");
   assert.equal(await card.locator(".tool-desc").textContent(), "Update investigation tasks");
+  await page.screenshot({ path: screenshotPath("console-answer") });
   await card.locator("summary").click();
   assert.match(await card.locator("pre.params").textContent(), /"content": "Check pod logs"/);
   assert.match(await card.locator("pre.output").textContent(), /\[~\] 1\. Check pod logs/);
-  assert.match(await page.locator("#usage").textContent(), /^Context [\d,]+ \/ 200,000 tokens/);
-  await page.screenshot({ path: screenshotPath("console-answer") });
+  assert.match(await page.locator("#usage").textContent(), /^Context [\d,]+ \/ 200,000 \(\d+%\) · last call [\d,]+ in \/ [\d,]+ out$/);
 
   // The chosen model was used.
   const first = await harness.llmRequests();

@@ -437,11 +437,11 @@
     if (typeof context === "number") {
       const max = meta.max_tokens;
       const pct = typeof max === "number" && max > 0 ? ` (${Math.round((100 * context) / max)}%)` : "";
-      parts.push(`Context ${fmt(context)} / ${fmt(max)} tokens${pct}`);
+      parts.push(`Context ${fmt(context)} / ${fmt(max)}${pct}`);
     }
     const u = meta.usage;
     if (u && (u.prompt_tokens || u.completion_tokens)) {
-      parts.push(`last call ${fmt(u.prompt_tokens)} in, ${fmt(u.completion_tokens)} out`);
+      parts.push(`last call ${fmt(u.prompt_tokens)} in / ${fmt(u.completion_tokens)} out`);
     }
     if (meta.costs && typeof meta.costs.total_cost === "number") {
       parts.push(`$${meta.costs.total_cost.toFixed(4)}`);
