@@ -206,7 +206,7 @@ impl From<figment::Error> for ConfigError {
 }
 
 /// HolmesGPT environment variable → our key.
-const HOLMES_ENV: &[(&str, &str)] = &[
+pub const HOLMES_ENV: &[(&str, &str)] = &[
     ("HOLMES_HOST", "server.host"),
     ("HOLMES_PORT", "server.port"),
     ("HOLMES_API_KEY", "server.api_key"),

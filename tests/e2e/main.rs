@@ -17,6 +17,7 @@ mod frontend_tools;
 mod images;
 mod llm_failures;
 mod operations;
+mod readme;
 mod security;
 mod streaming;
 mod structured_output;
