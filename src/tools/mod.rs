@@ -274,8 +274,8 @@ pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext
             ToolOutput::error(format!("Tool call failed: {name} crashed"))
         }
         Err(_) => ToolOutput::error(format!(
-            "Tool call failed: {name} did not finish within {} s",
-            limit.as_secs()
+            "Tool call failed: {name} did not finish within {:.1} s",
+            limit.as_secs_f64()
         )),
     };
     let elapsed = started.elapsed();
@@ -404,6 +404,43 @@ mod tests {
         fn invoke<'a>(&'a self, _: Value, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
             Box::pin(async { panic!("boom") })
         }
+    }
+
+    struct Hangs(Value);
+    impl Tool for Hangs {
+        fn name(&self) -> &str {
+            "hangs"
+        }
+        fn toolset(&self) -> &str {
+            "test"
+        }
+        fn description(&self) -> &str {
+            "never returns"
+        }
+        fn parameters(&self) -> &Value {
+            &self.0
+        }
+        fn one_liner(&self, _: &Value) -> String {
+            "hang".into()
+        }
+        fn timeout(&self) -> Duration {
+            Duration::from_millis(50)
+        }
+        fn invoke<'a>(&'a self, _: Value, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_hanging_tool_times_out_into_an_error() {
+        let reg = ToolRegistry::new(vec![Toolset::enabled(
+            "test",
+            "",
+            vec![Arc::new(Hangs(json!({"type": "object"})))],
+        )]);
+        let r = execute(&reg, &call("hangs", "{}"), &ToolContext::default()).await;
+        assert_eq!(r.result.result.status, ToolStatus::Error);
+        assert!(r.content.contains("did not finish within"), "{}", r.content);
     }
 
     fn call(name: &str, args: &str) -> ToolCall {
