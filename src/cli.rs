@@ -23,14 +23,26 @@ use crate::wire::{ChatRequest, StreamEvent};
 pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
+#[derive(Debug, clap::Args)]
 pub struct AskOptions {
     pub question: String,
+    /// Model key (see `triage models`).
+    #[arg(long)]
     pub model: Option<String>,
-    /// `KEY=on|off` pairs.
+    /// Turn a prompt section on or off, e.g. --behavior style_guide=off (repeatable).
+    #[arg(long = "behavior", value_name = "KEY=on|off")]
     pub behavior: Vec<String>,
+    /// Print the non-streaming JSON response instead.
+    #[arg(long)]
     pub json: bool,
+    /// Ask y/n on the terminal for tools that need approval.
+    #[arg(long)]
     pub approve: bool,
+    /// Ask a running triage (e.g. http://127.0.0.1:5050) instead of running the agent here.
+    #[arg(long, value_name = "URL")]
     pub server: Option<String>,
+    /// API key for --server.
+    #[arg(long, env = "TRIAGE_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
 }
 

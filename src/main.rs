@@ -28,27 +28,7 @@ enum Command {
     /// Serve the HTTP API.
     Serve,
     /// Ask one question: the answer (markdown) on stdout, progress on stderr.
-    Ask {
-        question: String,
-        /// Model key (see `triage models`).
-        #[arg(long)]
-        model: Option<String>,
-        /// Turn a prompt section on or off, e.g. --behavior style_guide=off (repeatable).
-        #[arg(long = "behavior", value_name = "KEY=on|off")]
-        behavior: Vec<String>,
-        /// Print the non-streaming JSON response instead.
-        #[arg(long)]
-        json: bool,
-        /// Ask y/n on the terminal for tools that need approval.
-        #[arg(long)]
-        approve: bool,
-        /// Ask a running triage (e.g. http://127.0.0.1:5050) instead of running the agent here.
-        #[arg(long, value_name = "URL")]
-        server: Option<String>,
-        /// API key for --server.
-        #[arg(long, env = "TRIAGE_API_KEY", hide_env_values = true)]
-        api_key: Option<String>,
-    },
+    Ask(AskOptions),
     /// List the configured model keys.
     Models,
     /// Validate the configuration and report each toolset's status.
@@ -80,26 +60,7 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Serve => serve(settings).await,
-            Command::Ask {
-                question,
-                model,
-                behavior,
-                json,
-                approve,
-                server,
-                api_key,
-            } => {
-                let opts = AskOptions {
-                    question,
-                    model,
-                    behavior,
-                    json,
-                    approve,
-                    server,
-                    api_key,
-                };
-                cli::ask(settings, opts).await
-            }
+            Command::Ask(opts) => cli::ask(settings, opts).await,
             Command::Models => cli::models(&settings),
             Command::Check => cli::check(&settings).await,
         }

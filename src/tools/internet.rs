@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::{Host, Url};
 
-use super::{Tool, ToolContext, ToolOutput, Toolset, parameters_schema, parse_params};
+use super::{
+    Tool, ToolContext, ToolOutput, Toolset, describe_http_error, parameters_schema, parse_params,
+};
 use crate::wire::events::ToolStatus;
 
 const NAME: &str = "internet";
@@ -487,7 +489,12 @@ impl Fetcher {
                 .header(ACCEPT, ACCEPT_VALUE)
                 .send()
                 .await
-                .map_err(|e| format!("cannot fetch {url}: {}", describe_error(&e, self.timeout)))?;
+                .map_err(|e| {
+                    format!(
+                        "cannot fetch {url}: {}",
+                        describe_http_error(&e, self.timeout)
+                    )
+                })?;
             let location = resp
                 .headers()
                 .get(LOCATION)
@@ -534,9 +541,12 @@ impl Fetcher {
                 "unsupported content type `{mime}` at {url}: only HTML, JSON and text can be read"
             )
         })?;
-        let (body, cut_bytes) = read_capped(resp, self.max_bytes)
-            .await
-            .map_err(|e| format!("cannot read {url}: {}", describe_error(&e, self.timeout)))?;
+        let (body, cut_bytes) = read_capped(resp, self.max_bytes).await.map_err(|e| {
+            format!(
+                "cannot read {url}: {}",
+                describe_http_error(&e, self.timeout)
+            )
+        })?;
         let kind = declared.or_else(|| sniff(&body)).ok_or_else(|| {
             format!("unsupported content type at {url}: none declared, and the body is not text")
         })?;
@@ -729,20 +739,6 @@ fn clip_chars(text: String, max: usize) -> (String, bool) {
         Some((i, _)) => (text[..i].to_owned(), true),
         None => (text, false),
     }
-}
-
-/// A reqwest error in a few words: "timed out after 20 s", "Connection refused (os error 111)".
-fn describe_error(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        return format!("timed out after {} s", timeout.as_secs());
-    }
-    let mut innermost = None;
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        innermost = Some(s.to_string());
-        source = s.source();
-    }
-    innermost.unwrap_or_else(|| e.to_string())
 }
 
 #[cfg(test)]

@@ -300,6 +300,21 @@ pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext
     executed
 }
 
+/// A reqwest error in a few words for a tool result: "timed out after 20 s",
+/// "Connection refused (os error 111)" (the innermost cause says most).
+pub(crate) fn describe_http_error(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        return format!("timed out after {} s", timeout.as_secs());
+    }
+    let mut innermost = None;
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        innermost = Some(s.to_string());
+        source = s.source();
+    }
+    innermost.unwrap_or_else(|| e.to_string())
+}
+
 /// A result for a call that was answered without running a tool (denied, paused, canned).
 pub fn executed_from(
     call: &ToolCall,

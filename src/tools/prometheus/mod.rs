@@ -20,7 +20,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use url::Url;
 
-use super::{Tool, ToolContext, ToolOutput, Toolset, parameters_schema, parse_params};
+use super::{
+    Tool, ToolContext, ToolOutput, Toolset, describe_http_error, parameters_schema, parse_params,
+};
 use crate::wire::events::ToolStatus;
 use render::{fmt_time, render_alerts, render_result};
 
@@ -275,11 +277,11 @@ impl Api {
             .timeout(timeout)
             .send()
             .await
-            .map_err(|e| ApiError::Transport(describe_error(&e, timeout)))?;
+            .map_err(|e| ApiError::Transport(describe_http_error(&e, timeout)))?;
         let status = resp.status();
         let body = read_capped(resp, MAX_RESPONSE_BYTES)
             .await
-            .map_err(|e| ApiError::Transport(describe_error(&e, timeout)))?
+            .map_err(|e| ApiError::Transport(describe_http_error(&e, timeout)))?
             .ok_or_else(|| {
                 ApiError::Transport(format!(
                     "the answer is larger than {} MiB; narrow the query",
@@ -400,20 +402,6 @@ fn excerpt(body: &[u8]) -> String {
         None if one_line.is_empty() => "(empty body)".into(),
         None => one_line,
     }
-}
-
-/// A reqwest error in a few words: "timed out after 3 s", "Connection refused (os error 111)".
-fn describe_error(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        return format!("timed out after {} s", timeout.as_secs());
-    }
-    let mut innermost = None;
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        innermost = Some(s.to_string());
-        source = s.source();
-    }
-    innermost.unwrap_or_else(|| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
