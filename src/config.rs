@@ -256,6 +256,36 @@ pub const HOLMES_ENV: &[(&str, &str)] = &[
     ("API_VERSION", "env_model.api_version"),
 ];
 
+/// Names the environment variables that set the key an error is about, since figment reports
+/// the key (`SERVER.PORT`) rather than the variable a HolmesGPT deployment set.
+fn env_hint(message: &str) -> String {
+    let lower = message.to_ascii_lowercase();
+    let vars: Vec<String> = HOLMES_ENV
+        .iter()
+        .filter(|(var, key)| {
+            lower.contains(&format!("\"{key}\"")) && std::env::var_os(var).is_some()
+        })
+        .map(|(var, _)| (*var).to_owned())
+        .chain(
+            std::env::vars_os()
+                .filter_map(|(k, _)| k.into_string().ok())
+                .filter(|k| {
+                    k.strip_prefix("TRIAGE_").is_some_and(|rest| {
+                        lower.contains(&format!(
+                            "\"{}\"",
+                            rest.to_ascii_lowercase().replace("__", ".")
+                        ))
+                    })
+                }),
+        )
+        .collect();
+    if vars.is_empty() {
+        String::new()
+    } else {
+        format!(" (set by {})", vars.join(", "))
+    }
+}
+
 impl ServerSettings {
     /// Every accepted API key: the list plus HOLMES_API_KEY.
     pub fn all_api_keys(&self) -> Vec<String> {
@@ -298,7 +328,10 @@ impl Settings {
         figment = figment
             .merge(holmes)
             .merge(Env::prefixed("TRIAGE_").ignore(&["CONFIG"]).split("__"));
-        let settings: Settings = figment.extract()?;
+        let settings: Settings = figment.extract().map_err(|e| {
+            let message = e.to_string();
+            ConfigError::Invalid(format!("{message}{}", env_hint(&message)))
+        })?;
         settings.validate()?;
         Ok(settings)
     }

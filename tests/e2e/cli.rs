@@ -218,3 +218,86 @@ async fn models_and_check() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stdout).contains("OPENAI_API_KEY"));
 }
+
+async fn triage_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().await.expect("triage runs")
+}
+
+#[tokio::test]
+async fn holmesgpt_environment_works_unchanged() {
+    // OPENAI_API_KEY alone gives a default model.
+    let out = triage_env(&[("OPENAI_API_KEY", "sk-test-123456")], &["models"]).await;
+    assert_eq!(text(&out.stdout), "gpt-4.1\n", "{}", text(&out.stderr));
+    // MODEL + API_BASE: one model under its own id.
+    let out = triage_env(
+        &[
+            ("MODEL", "openai/qwen2.5"),
+            ("API_BASE", "http://127.0.0.1:8000/v1"),
+        ],
+        &["models"],
+    )
+    .await;
+    assert_eq!(
+        text(&out.stdout),
+        "openai/qwen2.5\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // HolmesGPT's model list YAML with {{ env.VAR }} placeholders.
+    let list = std::env::temp_dir().join(format!(
+        "triage-models-{}.yaml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(
+        &list,
+        "fast-model:\n  model: openai/gpt-4.1-mini\n  api_key: \"{{ env.MY_KEY }}\"\n  temperature: 0\naccurate-model:\n  model: openai/gpt-4.1\n  base_url: http://127.0.0.1:4000\n  custom_args:\n    max_context_size: 64000\n",
+    )
+    .unwrap();
+    let out = triage_env(
+        &[
+            ("MODEL_LIST_FILE_LOCATION", list.to_str().unwrap()),
+            ("MY_KEY", "sk-x"),
+        ],
+        &["models"],
+    )
+    .await;
+    assert_eq!(
+        text(&out.stdout),
+        "fast-model\naccurate-model\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // A bad value names the variable and the key.
+    let out = triage_env(&[("HOLMES_PORT", "not-a-port")], &["models"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("server.port") || err.contains("HOLMES_PORT"),
+        "{err}"
+    );
+    // TRIAGE_* variables nest with __ and win over HolmesGPT's.
+    let out = triage_env(
+        &[
+            ("HOLMES_PORT", "6000"),
+            ("TRIAGE_SERVER__PORT", "not-a-port"),
+        ],
+        &["models"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    // A missing model list file is an error, not a silent empty list.
+    let out = triage_env(
+        &[("MODEL_LIST_FILE_LOCATION", "/nonexistent/models.yaml")],
+        &["models"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("MODEL_LIST_FILE_LOCATION"));
+}
