@@ -3,11 +3,13 @@
 //!
 //! ```text
 //! cargo run --example browser_harness -- --port-file PATH [--cors-origin ORIGIN]... [--api-key KEY]
+//!     [--exit-on-stdin-close]
 //! ```
 //!
 //! Once both servers listen, PATH receives `{"triage": PORT, "llm": PORT}` (plus
 //! `"triage_keyed": PORT` with `--api-key`: a second triage that requires that key), written
-//! atomically. The models `fake` and `fake-alt` both point at the fake LLM.
+//! atomically. The models `fake`, `fake-alt` and `fake-small` (an 8000-token context window, for
+//! compaction) all point at the fake LLM.
 //!
 //! The fake LLM is scripted over HTTP on its own port:
 //! - `POST /__script` with a JSON list of steps replaces the script and forgets the recorded
@@ -24,6 +26,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::io::Read;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,6 +55,9 @@ struct Args {
     /// Also start a second triage ("triage_keyed") that requires this API key.
     #[arg(long)]
     api_key: Option<String>,
+    /// Exit when standard input closes (the test runner that started us went away).
+    #[arg(long)]
+    exit_on_stdin_close: bool,
 }
 
 /// One scripted answer of the fake LLM.
@@ -94,6 +100,14 @@ type Shared = Arc<Mutex<Script>>;
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
     triage::telemetry::init();
+    if args.exit_on_stdin_close {
+        std::thread::spawn(|| {
+            let mut buf = [0u8; 256];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            std::process::exit(0);
+        });
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -190,6 +204,11 @@ api_base = "{llm_url}"
 model = "openai/fake-model-alt"
 api_key = "unused"
 api_base = "{llm_url}"
+[models.fake-small]
+model = "openai/fake-model-small"
+api_key = "unused"
+api_base = "{llm_url}"
+custom_args = {{ max_context_size = 8000 }}
 "#,
         cors = json!(cors),
         keys = json!(key.into_iter().collect::<Vec<_>>()),

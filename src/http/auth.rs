@@ -1,5 +1,6 @@
 //! API keys: `X-API-Key: <key>` or `Authorization: Bearer <key>`, compared in constant time.
-//! Only the exact health routes are exempt (matched on the routed path, not a prefix).
+//! Only exact paths are exempt: the health probes and the console's static page and assets,
+//! which hold no secrets (the API calls the page makes still need a key).
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};

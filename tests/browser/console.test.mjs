@@ -86,6 +86,7 @@ test("ask: the answer renders as markdown, with the tool card, usage and a follo
     "https://kubernetes.io/docs/concepts/workloads/controllers/deployment/",
   );
   assert.equal(await link.getAttribute("rel"), "noopener noreferrer");
+  assert.equal(await answer.locator("ul > li").first().textContent(), "a bad link");
   assert.equal(await answer.locator("img").count(), 0, "model HTML is never markup");
   assert.match(await answer.textContent(), /raw html <img src=x onerror="window.__pwned=1"> stays text/);
   assert.equal(await answer.locator("pre.code code").textContent(), "kubectl rollout undo deploy/web <b>");
@@ -200,7 +201,11 @@ test("show_table pauses, renders a table, sends its result; highlight marks text
     ],
   };
   await harness.script([
-    { content: "Here are the pods.", tool_calls: [{ id: "tbl", name: "show_table", arguments: table }] },
+    {
+      content: "Here are the pods.",
+      tool_calls: [{ id: "tbl", name: "show_table", arguments: table }],
+      delay_ms: 500, // the server sends `: keep-alive` comments meanwhile
+    },
     { tool_calls: [{ id: "hl", name: "highlight", arguments: { text: "CrashLoopBackOff" } }] },
     { text: "Only **web-1** is unhealthy: it restarted 12 times." },
   ]);
@@ -281,5 +286,71 @@ test("API key: a 401 shows the key field; the key is kept in sessionStorage and 
   await page.locator(".answer").waitFor();
   assert.equal(await page.locator(".answer").textContent(), "Authenticated answer.");
   assertNoPageErrors(page);
+  await page.context().close();
+});
+
+test("compaction: the start and compacted notices appear, then the answer", async () => {
+  const words = Array.from({ length: 3000 }, (_, i) => ["pod", "node", "disk", "memory", "error"][i % 5]).join(" ");
+  await harness.script([
+    { text: `Long answer: ${words}` },
+    { text: "<analysis>chronology</analysis>\n<summary>SUMMARY-MARKER</summary>" },
+    { text: "Short answer after compaction." },
+  ]);
+  const page = await openConsole();
+  await page.waitForSelector("#model option[value='fake-small']", { state: "attached" });
+  await page.selectOption("#model", "fake-small");
+  await ask(page, "Tell me everything");
+  await page.locator(".turn .answer").waitFor();
+  await ask(page, "And in short?");
+  const second = page.locator(".turn").nth(1);
+  await second.locator(".answer").waitFor();
+  const notices = await second.locator(".notice-compaction").allTextContents();
+  assert.equal(notices.length, 2, notices.join(" | "));
+  assert.match(notices[0], /^Compacting conversation history \(\d+ tokens, \d+ messages\)/);
+  assert.match(notices[1], /^The conversation history has been compacted from \d+ to \d+ tokens/);
+  assert.match(await second.locator(".compaction-summary").textContent(), /SUMMARY-MARKER/);
+  assert.equal(await second.locator(".answer").textContent(), "Short answer after compaction.");
+  await page.screenshot({ path: screenshotPath("console-compaction") });
+  assertNoPageErrors(page);
+  await page.context().close();
+});
+
+test("markdown renderer: model text never becomes markup or script", async () => {
+  const page = await openConsole();
+  const vectors = [
+    "<script>window.__pwned = 1</script>",
+    "<img src=x onerror=\"window.__pwned = 1\">",
+    "[click](javascript:window.__pwned=1)",
+    "[click](https://ok.example/\" onmouseover=\"window.__pwned=1)",
+    "[click](data:text/html,<script>window.__pwned=1</script>)",
+    "`<b>code</b>` and **<i>bold</i>** and _<u>x</u>_",
+    "https://auto.example/a?b=1&c=<script>",
+    "```html\n<iframe src=javascript:1></iframe>\n```",
+    "# <svg onload=window.__pwned=1>",
+    "| a | <b>b</b> |\n|---|---|\n| <img src=x> | [l](https://t.example) |",
+    "> <style>body{display:none}</style>",
+    "- item <a href=javascript:1>x</a>\n  - nested <object data=x>",
+  ];
+  const results = await page.evaluate((inputs) => {
+    const allowed = new Set([
+      "P", "BR", "STRONG", "EM", "DEL", "CODE", "PRE", "A", "UL", "OL", "LI", "BLOCKQUOTE", "HR",
+      "H1", "H2", "H3", "H4", "H5", "H6", "DIV", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD",
+    ]);
+    const attrs = new Set(["href", "target", "rel", "data-lang", "start", "class"]);
+    return inputs.map((md) => {
+      const div = document.createElement("div");
+      div.innerHTML = window.triageConsole.renderMarkdown(md);
+      const bad = [];
+      for (const node of div.querySelectorAll("*")) {
+        if (!allowed.has(node.tagName)) bad.push(`tag ${node.tagName}`);
+        for (const a of node.attributes) if (!attrs.has(a.name)) bad.push(`attr ${a.name}`);
+        if (node.tagName === "A" && !/^https?:\/\//.test(node.getAttribute("href"))) bad.push("href");
+      }
+      return { md, bad, text: div.textContent };
+    });
+  }, vectors);
+  for (const r of results) assert.deepEqual(r.bad, [], `${r.md} rendered unsafe markup`);
+  assert.match(results[0].text, /<script>window.__pwned = 1<\/script>/, "shown as text");
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
   await page.context().close();
 });

@@ -21,14 +21,15 @@ const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 export async function startHarness({ corsOrigins = [], apiKey } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "triage-browser-"));
   const portFile = join(dir, "ports.json");
-  const args = ["run", "--quiet", "--example", "browser_harness", "--", "--port-file", portFile];
+  const args = ["run", "--quiet", "--example", "browser_harness", "--"];
+  args.push("--port-file", portFile, "--exit-on-stdin-close");
   for (const origin of corsOrigins) args.push("--cors-origin", origin);
   if (apiKey) args.push("--api-key", apiKey);
   let stderr = "";
   const child = spawn("cargo", args, {
     cwd: repo,
     detached: true, // own process group: stop() ends cargo and the harness together
-    stdio: ["ignore", "ignore", "pipe"],
+    stdio: ["pipe", "ignore", "pipe"], // stdin closes if this process dies: the harness exits
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG || "warn" },
   });
   child.stderr.on("data", (d) => {
@@ -100,6 +101,7 @@ export async function launchBrowser() {
 // A new page that fails the test on uncaught page errors and keeps console errors for messages.
 export async function newPage(browser, { width = 1366, height = 860 } = {}) {
   const context = await browser.newContext({ viewport: { width, height } });
+  context.setDefaultTimeout(15_000);
   const page = await context.newPage();
   page.errors = [];
   page.on("pageerror", (e) => page.errors.push(`pageerror: ${e.message}`));

@@ -270,7 +270,7 @@
     const slots = [];
     const keep = (html) => `\u0000${slots.push(html) - 1}\u0000`;
     s = s.replace(/(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/g, (_, __, code) => keep(`<code>${code.trim()}</code>`));
-    s = s.replace(/\[([^\]]+)\]\(\s*([^\s)]+)\s*\)/g, (all, label, url) => {
+    s = s.replace(/\[([^\]]+)\]\(\s*((?:[^\s()]|\([^\s()]*\))+)\s*\)/g, (all, label, url) => {
       if (!/^https?:\/\/[^\s]+$/i.test(url)) return label;
       return keep(`<a href="${url}" target="_blank" rel="noopener noreferrer">${emphasis(label)}</a>`);
     });
@@ -576,6 +576,7 @@
       const actions = Array.isArray(p.follow_up_actions) ? p.follow_up_actions : [];
       if (actions.length) {
         const row = el("div", "follow-ups");
+        row.append(el("span", "hint", "Follow up:"));
         for (const a of actions) {
           if (!a || !a.prompt) continue;
           const b = el("button", "secondary", a.action_label || a.prompt);
