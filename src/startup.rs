@@ -10,7 +10,6 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::agent::{Agent, AgentOptions, ApprovalSigner, CompactionOptions, SecretMasker};
 use crate::config::{ConfigError, Settings, ToolsetSettings};
-use crate::context::tokens::Tokenizer;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, RequestLimit, ShutdownWatch, router};
 use crate::llm::{LlmClient, ModelRegistry};
@@ -50,8 +49,14 @@ pub fn install_crypto_provider() {
 /// Everything a request needs, built once: also used in-process by the CLI.
 pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError> {
     install_crypto_provider();
-    Tokenizer::warm_up();
     let models = ModelRegistry::from_settings(settings)?;
+    // Build the encodings the configured models use now, so the first request does not pay
+    // for it; an encoding no model uses (tens of MiB) is never loaded.
+    for key in models.keys() {
+        if let Ok(model) = models.resolve(Some(&key)) {
+            model.tokenizer.count("warm up");
+        }
+    }
     let tools = load_tools(&settings.toolsets).await?;
     let inputs = PromptInputs {
         cluster_name: settings.prompts.cluster_name.clone(),

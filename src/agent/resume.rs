@@ -37,13 +37,17 @@ impl Agent {
     ) -> Result<Vec<StreamEvent>, StreamEvent> {
         let pending = take_pending(run);
         if !decisions.is_empty() && !pending.iter().any(|p| p.kind == Kind::Approval) {
-            return Err(StreamEvent::Error(ErrorEvent::new(
-                format!(
-                    "Received {} tool decisions but no pending approvals found in conversation history",
-                    decisions.len()
-                ),
-                false,
-            )));
+            // The client's mistake: a non-streaming request answers 400, not 500.
+            return Err(StreamEvent::Error(
+                ErrorEvent::new(
+                    format!(
+                        "Received {} tool decisions but no pending approvals found in conversation history",
+                        decisions.len()
+                    ),
+                    false,
+                )
+                .with_http_status(400),
+            ));
         }
         for result in frontend_results {
             if !pending

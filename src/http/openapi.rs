@@ -12,6 +12,7 @@ use schemars::generate::{Contract, SchemaSettings};
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
+use super::console::{INDEX_PATH, SCRIPT_PATH, STYLE_PATH};
 use crate::wire::events::{
     AiMessage, AnswerEnd, ApprovalRequired, Compacted, CompactionStart, ErrorEvent,
     StartToolCalling, TokenCount, ToolCallResult,
@@ -337,6 +338,49 @@ fn stream_event_schema(frames: &[(&str, Value, &str)]) -> Value {
     })
 }
 
+fn chat_examples() -> Value {
+    let paused = json!([
+        {"role": "user", "content": "Restart the payments deployment"},
+        {"role": "assistant", "content": null, "tool_calls": [{
+            "id": "call_1",
+            "type": "function",
+            "function": {
+                "name": "bash",
+                "arguments": "{\"command\": \"kubectl rollout restart deployment/payments\"}"
+            },
+            "pending_approval": true,
+            "approval_token": "v1.1767225600.c2lnbmF0dXJl"
+        }]}
+    ]);
+    json!({
+        "question": {
+            "summary": "A question, one JSON answer",
+            "value": {"ask": "Why is the payments pod in CrashLoopBackOff?"},
+        },
+        "streamed": {
+            "summary": "A follow-up, streamed as server-sent events",
+            "value": {
+                "ask": "And what about its memory?",
+                "stream": true,
+                "conversation_history": [
+                    {"role": "user", "content": "Why is the payments pod in CrashLoopBackOff?"},
+                    {"role": "assistant", "content": "It runs out of memory at start-up."}
+                ],
+            },
+        },
+        "resume": {
+            "summary": "Resume after `approval_required` with the user's decisions",
+            "value": {
+                "ask": "",
+                "stream": true,
+                "enable_tool_approval": true,
+                "conversation_history": paused,
+                "tool_decisions": [{"tool_call_id": "call_1", "approved": false, "feedback": "not during business hours"}],
+            },
+        },
+    })
+}
+
 fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("{SCHEMAS}{name}") })
 }
@@ -417,17 +461,12 @@ fn paths_document(
         );
         r
     };
-    let html = json!({
-        "description": "The browser console.",
-        "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
-        "content": {"text/html": {"schema": {"type": "string"}}},
-    });
     let metrics = json!({
         "description": "Prometheus text exposition format (version 0.0.4).",
         "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
         "content": {"text/plain": {"schema": {"type": "string"}}},
     });
-    json!({
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {
             "title": "triage",
@@ -455,7 +494,10 @@ fn paths_document(
                     whatever its `Content-Type`.",
                 "requestBody": {
                     "required": true,
-                    "content": {"application/json": {"schema": chat_request}},
+                    "content": {"application/json": {
+                        "schema": chat_request,
+                        "examples": chat_examples(),
+                    }},
                 },
                 "responses": chat_responses,
             }},
@@ -476,12 +518,6 @@ fn paths_document(
                 "operationId": "openapi",
                 "summary": "This document",
                 "responses": guarded(json!({"200": json_response("The OpenAPI 3.1 document.", json!({"type": "object"}))})),
-            }},
-            "/": {"get": {
-                "tags": ["console"],
-                "operationId": "console",
-                "summary": "The browser console",
-                "responses": guarded(json!({"200": html})),
             }},
             "/metrics": {"get": {
                 "tags": ["operations"],
@@ -537,15 +573,97 @@ fn paths_document(
                 "BearerAuth": {"type": "http", "scheme": "bearer", "description": "The API key as a bearer token."},
             },
         },
-    })
+    });
+    for (path, id, summary, media) in [
+        (INDEX_PATH, "console", "The browser console", "text/html"),
+        (
+            SCRIPT_PATH,
+            "consoleScript",
+            "The console's script",
+            "text/javascript",
+        ),
+        (
+            STYLE_PATH,
+            "consoleStyle",
+            "The console's style sheet",
+            "text/css",
+        ),
+    ] {
+        doc["paths"][path] = json!({"get": {
+            "tags": ["console"],
+            "operationId": id,
+            "summary": summary,
+            "description": "Embedded in the binary; needs no API key (the page holds no secret, \
+                the API calls it makes do).",
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": summary,
+                    "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
+                    "content": {media: {"schema": {"type": "string"}}},
+                },
+                "503": response_ref("ServerBusy"),
+            },
+        }});
+    }
+    doc
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    out.push(r.clone());
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+
     #[test]
-    fn print() {
-        println!("{}", serde_json::to_string_pretty(document()).unwrap());
+    fn every_reference_resolves_under_components() {
+        let doc = document();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let mut all = Vec::new();
+        refs(doc, &mut all);
+        for r in &all {
+            let pointer = r.strip_prefix('#').expect("local reference");
+            assert!(doc.pointer(pointer).is_some(), "unresolved {r}");
+        }
+        assert!(!doc.to_string().contains("$defs"));
+    }
+
+    #[test]
+    fn types_read_and_written_differently_get_an_output_schema() {
+        let schemas = &document()["components"]["schemas"];
+        // `type` has a default when read, and is always written.
+        let required = |name: &str| schemas[name]["required"].clone();
+        assert!(
+            !required("ToolCall")
+                .as_array()
+                .unwrap()
+                .contains(&json!("type"))
+        );
+        assert!(
+            required("ToolCallOutput")
+                .as_array()
+                .unwrap()
+                .contains(&json!("type"))
+        );
+        // A response refers to the written forms, a request to the read ones.
+        let history = |name: &str| schemas[name]["properties"]["conversation_history"].to_string();
+        assert!(history("ChatResponse").contains("MessageOutput"));
+        assert!(history("ChatRequest").contains("/Message\""));
+        // A type the same either way is not duplicated.
+        assert!(
+            schemas.get("FollowUpAction").is_some()
+                && schemas.get("FollowUpActionOutput").is_none()
+        );
     }
 }

@@ -141,15 +141,21 @@ impl LlmClient {
             .await
             .map_err(|_| LlmError::Overloaded(req.model.key.clone()))?
             .map_err(|_| LlmError::Overloaded(req.model.key.clone()))?;
-        let body = self.encode(req)?;
+        let mut body = Some(self.encode(req)?);
         let total = self.timeouts.request;
-        let attempt_all = async {
+        let attempt_all = async move {
             let started = Instant::now();
             let mut attempt = 0;
             loop {
                 attempt += 1;
-                let err = match self.open(req.model, body.clone()).await {
-                    Ok(response) => return self.read(response, req.model).await,
+                let this_try = body.clone().unwrap_or_default();
+                let err = match self.open(req.model, this_try).await {
+                    Ok(response) => {
+                        // No retry once the answer has started: free the request body (the
+                        // whole history) for the rest of a possibly long stream.
+                        drop(body.take());
+                        return self.read(response, req.model).await;
+                    }
                     Err(e) => e,
                 };
                 if !err.is_retryable() || attempt >= self.retry.max_attempts {

@@ -8,7 +8,7 @@ pub mod prometheus;
 mod todowrite;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -158,8 +158,9 @@ pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     toolsets: Vec<Toolset>,
     definitions: Arc<RawValue>,
-    tokens_o200k: u32,
-    tokens_cl100k: u32,
+    /// Tokens of `definitions` per encoding (O200k, Cl100k), counted on first use: loading an
+    /// encoding that no configured model uses would cost tens of MiB and start-up time.
+    tokens: [OnceLock<u32>; 2],
 }
 
 /// The always-on toolset: planning.
@@ -179,8 +180,6 @@ impl ToolRegistry {
             .map(|t| definition(t.name(), t.description(), t.parameters()))
             .collect();
         let text = serde_json::to_string(&defs).unwrap_or_else(|_| "[]".into());
-        let tokens_o200k = Tokenizer::O200k.count(&text);
-        let tokens_cl100k = Tokenizer::Cl100k.count(&text);
         let definitions = RawValue::from_string(text)
             .map(Arc::from)
             .unwrap_or_else(|_| Arc::from(RawValue::NULL.to_owned()));
@@ -188,8 +187,7 @@ impl ToolRegistry {
             tools,
             toolsets,
             definitions,
-            tokens_o200k,
-            tokens_cl100k,
+            tokens: [OnceLock::new(), OnceLock::new()],
         }
     }
 
@@ -215,10 +213,11 @@ impl ToolRegistry {
     }
 
     pub fn definitions_tokens(&self, tokenizer: Tokenizer) -> u32 {
-        match tokenizer {
-            Tokenizer::O200k => self.tokens_o200k,
-            Tokenizer::Cl100k => self.tokens_cl100k,
-        }
+        let slot = match tokenizer {
+            Tokenizer::O200k => 0,
+            Tokenizer::Cl100k => 1,
+        };
+        *self.tokens[slot].get_or_init(|| tokenizer.count(self.definitions.get()))
     }
 }
 

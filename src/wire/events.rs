@@ -59,12 +59,14 @@ impl StreamEvent {
     }
 }
 
+/// `start_tool_calling`: a tool call begins.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StartToolCalling {
     pub tool_name: String,
     pub id: String,
 }
 
+/// `tool_calling_result` (and an entry of a JSON answer's `tool_calls`): one tool call's outcome.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCallResult {
     pub tool_call_id: String,
@@ -87,6 +89,7 @@ pub enum ToolStatus {
     ApprovalRequired,
 }
 
+/// HolmesGPT's structured tool result.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ToolResultBody {
     pub schema_version: String,
@@ -103,6 +106,7 @@ pub struct ToolResultBody {
     pub elapsed_seconds: Option<f64>,
 }
 
+/// `ai_message`: assistant text or reasoning beside tool calls, or a server notice.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AiMessage {
     pub content: Option<String>,
@@ -112,11 +116,13 @@ pub struct AiMessage {
     pub metadata: Option<Metadata>,
 }
 
+/// `token_count`: the conversation's token usage, after each LLM call.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TokenCount {
     pub metadata: Metadata,
 }
 
+/// `ai_answer_end`: the final answer (terminal).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AnswerEnd {
     pub analysis: String,
@@ -125,6 +131,8 @@ pub struct AnswerEnd {
     pub metadata: Metadata,
 }
 
+/// `approval_required`: the run paused for tool approvals and/or frontend tool results
+/// (terminal). Resume by sending `conversation_history` back with the answers.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalRequired {
     /// Always null; the docs name it `content`, the reference sends `analysis`: both are sent.
@@ -137,6 +145,7 @@ pub struct ApprovalRequired {
     pub pending_frontend_tool_calls: Vec<PendingFrontendToolCall>,
 }
 
+/// A tool call that runs only if the user approves it (`tool_decisions`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PendingApproval {
     pub tool_call_id: String,
@@ -145,6 +154,7 @@ pub struct PendingApproval {
     pub params: Value,
 }
 
+/// A frontend tool call the client must run (`frontend_tool_results`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PendingFrontendToolCall {
     pub tool_call_id: String,
@@ -152,6 +162,7 @@ pub struct PendingFrontendToolCall {
     pub arguments: Value,
 }
 
+/// `conversation_history_compaction_start`: the history is about to be summarised.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CompactionStart {
     pub content: String,
@@ -166,6 +177,7 @@ pub struct CompactionStartMetadata {
     pub threshold_pct: u32,
 }
 
+/// `conversation_history_compacted`: the summarised history, which replaces the old one.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Compacted {
     pub content: String,
@@ -195,9 +207,11 @@ pub struct CompactionCost {
     pub total_tokens: u64,
 }
 
+/// `error`: the request failed after the stream started (terminal).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorEvent {
     pub description: String,
+    /// 5204 when the LLM provider rate-limited the request, else 1.
     pub error_code: i32,
     pub msg: String,
     pub success: bool,

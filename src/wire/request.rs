@@ -8,6 +8,8 @@ use serde_json::Value;
 
 use super::Message;
 
+/// `POST /api/chat`: a question, a follow-up (with `conversation_history`), or the resume of a
+/// paused run (`ask: ""` with `tool_decisions` and/or `frontend_tool_results`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ChatRequest {
     /// The user's question; `""` on a resume-only request.
@@ -22,14 +24,20 @@ pub struct ChatRequest {
     pub response_format: Option<Value>,
     #[serde(default)]
     pub images: Option<Vec<ImageInput>>,
+    /// Answer with server-sent events instead of one JSON body.
     #[serde(default)]
     pub stream: bool,
+    /// With `stream`: calls that need approval pause the run (`approval_required`) instead of
+    /// failing.
     #[serde(default)]
     pub enable_tool_approval: bool,
+    /// The user's answers to `pending_approvals`, on a resume.
     #[serde(default)]
     pub tool_decisions: Option<Vec<ToolDecision>>,
+    /// Tools the client runs itself (`pause`) or acknowledges at once (`noop`).
     #[serde(default)]
     pub frontend_tools: Option<Vec<FrontendToolDefinition>>,
+    /// The client's results for `pending_frontend_tool_calls`, on a resume.
     #[serde(default)]
     pub frontend_tool_results: Option<Vec<FrontendToolResult>>,
     #[serde(default)]

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::Message;
 use super::events::{PendingApproval, ToolCallResult};
 
+/// The answer of a non-streaming `POST /api/chat`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ChatResponse {
     pub analysis: String,

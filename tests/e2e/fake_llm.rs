@@ -3,7 +3,9 @@
 //!
 //! Each incoming request is recorded (parsed JSON body) and then consumes the
 //! next scripted [`Step`] (FIFO). When the script is empty the fake answers
-//! HTTP 500 `{"error":{"message":"fake llm: script exhausted","type":"server_error"}}`.
+//! HTTP 500 `{"error":{"message":"fake llm: script exhausted","type":"server_error"}}`,
+//! unless a responder was set ([`FakeLlm::set_responder`], [`FakeLlm::set_default`]):
+//! then the responder picks the step from the request (for long, concurrent runs).
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
@@ -133,10 +135,29 @@ impl Step {
     }
 }
 
-#[derive(Default)]
+/// Chooses a step from the request body when the script is empty.
+pub type Responder = Arc<dyn Fn(&Value) -> Step + Send + Sync>;
+
 struct Script {
     steps: VecDeque<Step>,
     requests: Vec<Value>,
+    /// Requests received, kept or not.
+    count: usize,
+    /// Whether request bodies are kept for `requests()`.
+    keep_requests: bool,
+    responder: Option<Responder>,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            steps: VecDeque::new(),
+            requests: Vec::new(),
+            count: 0,
+            keep_requests: true,
+            responder: None,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -209,6 +230,25 @@ impl FakeLlm {
         self.inner.script.lock().unwrap().steps.push_back(step);
     }
 
+    /// When the script is empty, answer every request with a clone of `step`
+    /// (instead of HTTP 500).
+    pub fn set_default(&self, step: Step) {
+        self.set_responder(move |_| step.clone());
+    }
+
+    /// When the script is empty, answer with the step `f` picks for the request
+    /// body (instead of HTTP 500). Scripted steps still come first. `f` runs
+    /// under the script's lock: it must not call back into the fake.
+    pub fn set_responder(&self, f: impl Fn(&Value) -> Step + Send + Sync + 'static) {
+        self.inner.script.lock().unwrap().responder = Some(Arc::new(f));
+    }
+
+    /// `false`: count requests but do not keep their bodies (`requests()` stays
+    /// empty), so a long run does not grow the process. Default `true`.
+    pub fn keep_requests(&self, keep: bool) {
+        self.inner.script.lock().unwrap().keep_requests = keep;
+    }
+
     /// Number of scripted steps not yet consumed.
     pub fn remaining(&self) -> usize {
         self.inner.script.lock().unwrap().steps.len()
@@ -221,7 +261,7 @@ impl FakeLlm {
     }
 
     pub fn request_count(&self) -> usize {
-        self.inner.script.lock().unwrap().requests.len()
+        self.inner.script.lock().unwrap().count
     }
 
     /// Number of responses whose body (or pending handler, for hangs) was
@@ -484,8 +524,15 @@ async fn handle(State(inner): State<Arc<Inner>>, raw: Bytes) -> Response {
     let ctx = Ctx::from_request(&body, raw.len());
     let step = {
         let mut script = inner.script.lock().unwrap();
-        script.requests.push(body);
-        script.steps.pop_front()
+        script.count += 1;
+        let step = script
+            .steps
+            .pop_front()
+            .or_else(|| script.responder.as_ref().map(|f| f(&body)));
+        if script.keep_requests {
+            script.requests.push(body);
+        }
+        step
     };
     inner.changed.notify_waiters();
 
