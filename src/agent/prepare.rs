@@ -57,19 +57,6 @@ pub struct PreparedChat {
     pub request_headers: Arc<Vec<(String, String)>>,
 }
 
-/// A `token_count` in the history is the client's word. One above what the message's size
-/// allows (an image part of ~40 bytes counts 765 tokens, so at most ~20 tokens a byte) is
-/// dropped and counted again, so that forged counts cannot overflow the token ledger.
-fn distrust_implausible_counts(history: &mut [Message]) {
-    for m in history.iter_mut().filter(|m| m.token_count.is_some()) {
-        let bytes = serde_json::to_vec(&*m).map_or(usize::MAX, |v| v.len());
-        let plausible = bytes.saturating_mul(20).saturating_add(64);
-        if m.token_count.is_some_and(|n| n as usize > plausible) {
-            m.token_count = None;
-        }
-    }
-}
-
 impl Agent {
     pub fn prepare(&self, req: ChatRequest, meta: RequestMeta) -> Result<PreparedChat, ChatError> {
         let model = self
@@ -79,8 +66,7 @@ impl Agent {
                 ModelLookupError::NoneConfigured => ChatError::NoModel(e.to_string()),
                 ModelLookupError::Unknown { .. } => ChatError::BadRequest(e.to_string()),
             })?;
-        let mut history = req.conversation_history.unwrap_or_default();
-        distrust_implausible_counts(&mut history);
+        let history = req.conversation_history.unwrap_or_default();
         let tool_decisions = req.tool_decisions.unwrap_or_default();
         let frontend_tool_results = req.frontend_tool_results.unwrap_or_default();
         let resuming = !history.is_empty()

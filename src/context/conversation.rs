@@ -1,7 +1,11 @@
 //! A conversation with its token ledger: each message is counted once, when it joins, and the
 //! count is cached in the message (`token_count`) so a follow-up turn does not count it again.
 
-use crate::context::tokens::{MessageTokens, Tokenizer, count_message};
+use serde_json::Value;
+
+use crate::context::tokens::{
+    IMAGE_TOKENS, MESSAGE_OVERHEAD, MessageTokens, Tokenizer, count_message,
+};
 use crate::wire::Message;
 use crate::wire::response::TokenBreakdown;
 
@@ -55,14 +59,17 @@ impl Conversation {
 
     pub fn insert(&mut self, at: usize, mut message: Message) {
         let counts = self.measure(&mut message);
-        self.total += counts.total();
+        self.total = self.total.saturating_add(counts.total());
         self.messages.insert(at, message);
         self.counts.insert(at, counts);
     }
 
     pub fn replace(&mut self, at: usize, mut message: Message) {
         let counts = self.measure(&mut message);
-        self.total = self.total - self.counts[at].total() + counts.total();
+        self.total = self
+            .total
+            .saturating_sub(self.counts[at].total())
+            .saturating_add(counts.total());
         self.messages[at] = message;
         self.counts[at] = counts;
     }
@@ -72,35 +79,36 @@ impl Conversation {
         &mut self.messages[at]
     }
 
-    /// Counts a message unless it carries a cached count; a cached total is split into text and
-    /// tool calls by counting only the (small) tool-call part again.
+    /// Counts a message unless it carries a plausible cached count; a cached total is split
+    /// into text and tool calls by counting only the (small) tool-call part again. A cached
+    /// count is the client's word, so one above what the message's size allows is recounted.
     fn measure(&self, message: &mut Message) -> MessageTokens {
-        match message.token_count {
-            Some(total) if message.tool_calls().is_empty() => MessageTokens {
-                text: total,
-                tool_calls: 0,
-            },
-            Some(total) => {
-                let tool_calls: u32 = count_message(
-                    self.tokenizer,
-                    &Message {
-                        content: None,
-                        reasoning_content: None,
-                        ..message.clone()
-                    },
-                )
-                .tool_calls;
-                MessageTokens {
-                    text: total.saturating_sub(tool_calls),
-                    tool_calls: tool_calls.min(total),
-                }
+        if let Some(total) = message.token_count
+            && total <= upper_bound(message)
+        {
+            if message.tool_calls().is_empty() {
+                return MessageTokens {
+                    text: total,
+                    tool_calls: 0,
+                };
             }
-            None => {
-                let counts = count_message(self.tokenizer, message);
-                message.token_count = Some(counts.total());
-                counts
-            }
+            let tool_calls: u32 = message
+                .tool_calls()
+                .iter()
+                .map(|c| {
+                    MESSAGE_OVERHEAD
+                        + self.tokenizer.count(&c.function.name)
+                        + self.tokenizer.count(&c.function.arguments)
+                })
+                .sum();
+            return MessageTokens {
+                text: total.saturating_sub(tool_calls),
+                tool_calls: tool_calls.min(total),
+            };
         }
+        let counts = count_message(self.tokenizer, message);
+        message.token_count = Some(counts.total());
+        counts
     }
 
     pub fn breakdown(&self, tools_tokens: u32) -> TokenBreakdown {
@@ -129,6 +137,33 @@ impl Conversation {
     }
 }
 
+/// The most tokens a message can have: a token is at least one byte of text, an image counts
+/// the fixed estimate, plus the per-message and per-call overheads. Cheap: lengths only.
+fn upper_bound(m: &Message) -> u32 {
+    let mut bound = u64::from(MESSAGE_OVERHEAD);
+    match &m.content {
+        Some(Value::String(s)) => bound += s.len() as u64,
+        Some(Value::Array(parts)) => {
+            for p in parts {
+                bound += p
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .map_or(0, |t| t.len() as u64);
+                if p.get("type").and_then(Value::as_str) == Some("image_url") {
+                    bound += u64::from(IMAGE_TOKENS);
+                }
+            }
+        }
+        _ => {}
+    }
+    bound += m.reasoning_content.as_ref().map_or(0, |r| r.len() as u64);
+    for c in m.tool_calls() {
+        bound += u64::from(MESSAGE_OVERHEAD)
+            + (c.function.name.len() + c.function.arguments.len()) as u64;
+    }
+    u32::try_from(bound).unwrap_or(u32::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,8 +181,9 @@ mod tests {
 
     #[test]
     fn trusts_cached_counts_and_splits_tool_calls() {
+        // 1200 bytes of text: a cached 1000 is plausible (the real count is ~600).
         let mut m = Message::assistant(
-            None,
+            Some("ab ".repeat(400)),
             None,
             vec![ToolCall::new(
                 "c".into(),
@@ -161,6 +197,19 @@ mod tests {
         assert_eq!(b.tools_to_call_tokens + b.assistant_tokens, 1000);
         assert!(b.tools_to_call_tokens > 0 && b.tools_to_call_tokens < 100);
         assert_eq!(b.total_tokens, 1007);
+    }
+
+    #[test]
+    fn forged_counts_are_recounted() {
+        let mut m = Message::user(json!("short"));
+        m.token_count = Some(u32::MAX);
+        let mut conv = Conversation::new(Tokenizer::O200k, vec![m.clone(), m]);
+        assert!(conv.total() < 100, "{}", conv.total());
+        conv.push(Message::user(json!("more")));
+        assert_eq!(
+            conv.messages()[0].token_count,
+            conv.messages()[1].token_count
+        );
     }
 
     #[test]
