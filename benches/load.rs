@@ -1,6 +1,8 @@
 //! Load benchmark: triage in-process (via `Application`) against an in-process fast fake LLM
 //! (OpenAI streaming chat completions) on loopback, driven by a load generator in the same
-//! process. `cargo bench --bench load -- [--json PATH] [--quick]`.
+//! process. `cargo bench --bench load -- [--json PATH] [--quick] [--only PHASES]`, where
+//! PHASES is a comma list of `startup`, `latency`, `throughput`, `streams`. BENCHMARKS.md has
+//! the results and how to read them.
 //!
 //! Every request follows the same script: the first LLM reply is a `TodoWrite` tool call, the
 //! second is text. Measured:
@@ -10,12 +12,13 @@
 //! - time to the response headers and to the first SSE event of a stream;
 //! - throughput and latency percentiles at concurrency 16, 64 and 256;
 //! - RSS with 1,000 and 10,000 concurrent open streams against a slow fake LLM (one chunk a
-//!   second): for the real binary (triage alone) and in-process (triage + load generator +
-//!   fake LLM);
+//!   second): for the real binary (triage alone; HTTP/1.1 and HTTP/2 clients) and in-process
+//!   (triage + load generator + fake LLM). The descriptor limit is raised as far as allowed;
+//!   a count it does not allow is reported, with the largest count that fits;
 //! - start-up time of `triage serve` until `/readyz` answers 200, and its idle RSS.
 //!
-//! Everything is on 127.0.0.1, every loop is bounded in count and time, and the whole run is
-//! kept under five minutes (about two and a half with the defaults).
+//! Everything is on 127.0.0.1, every loop is bounded in count and time, and the whole run
+//! stops by itself within five minutes (about 80 s with the defaults).
 
 use std::convert::Infallible;
 use std::io::Write as _;
@@ -45,22 +48,36 @@ use triage::startup::Application;
 struct Options {
     json: Option<PathBuf>,
     quick: bool,
+    /// `--only startup,streams,latency,throughput`: run these phases (e.g. under a profiler).
+    only: Option<Vec<String>>,
 }
 
 impl Options {
+    fn runs(&self, phase: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|p| p == phase))
+    }
+
     fn parse() -> Options {
         let mut json = None;
         let mut quick = false;
+        let mut only = None;
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--json" => json = args.next().map(PathBuf::from),
                 "--quick" => quick = true,
+                "--only" => {
+                    only = args
+                        .next()
+                        .map(|v| v.split(',').map(str::to_owned).collect());
+                }
                 // `cargo bench` passes `--bench`; filters and other flags are ignored.
                 _ => {}
             }
         }
-        Options { json, quick }
+        Options { json, quick, only }
     }
 }
 
@@ -249,7 +266,7 @@ async fn fake_handle(
 }
 
 fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -395,6 +412,44 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v
 }
 
+/// Busy CPU time of the whole machine and of this process, in clock ticks: the difference
+/// tells whether something else (another build, another session) took CPU during a phase.
+fn cpu_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let machine: u64 = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .enumerate()
+        // user nice system (idle iowait) irq softirq steal
+        .filter(|(i, _)| matches!(i, 0 | 1 | 2 | 5 | 6 | 7))
+        .filter_map(|(_, v)| v.parse::<u64>().ok())
+        .sum();
+    let own = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let own: u64 = own
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        // fields 14 and 15 (utime, stime) are the 12th and 13th after the command name
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum();
+    (machine, own)
+}
+
+/// CPU share (of all cores) other processes used between two `cpu_ticks` readings.
+fn foreign_cpu(before: (u64, u64), after: (u64, u64), elapsed: Duration) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let foreign = after.0.saturating_sub(before.0) as f64 - after.1.saturating_sub(before.1) as f64;
+    (foreign.max(0.0) / hz) / (elapsed.as_secs_f64() * cores)
+}
+
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -429,7 +484,7 @@ fn raise_fd_limit(wanted: u64) -> (u64, u64, String) {
     }
     let before = (lim.rlim_cur, lim.rlim_max);
     let mut note = format!("RLIMIT_NOFILE was {}/{}", before.0, before.1);
-    if (lim.rlim_max as u64) < wanted {
+    if lim.rlim_max < wanted {
         let raised = libc::rlimit {
             rlim_cur: wanted as libc::rlim_t,
             rlim_max: wanted as libc::rlim_t,
@@ -453,7 +508,7 @@ fn raise_fd_limit(wanted: u64) -> (u64, u64, String) {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
     }
     note.push_str(&format!("; now {}/{}", lim.rlim_cur, lim.rlim_max));
-    (lim.rlim_cur as u64, lim.rlim_max as u64, note)
+    (lim.rlim_cur, lim.rlim_max, note)
 }
 
 fn machine() -> Value {
@@ -775,6 +830,10 @@ async fn throughput(
             (lat, errors)
         }));
     }
+    tokio::time::sleep_until(window_start.into()).await;
+    let cpu_before = cpu_ticks();
+    tokio::time::sleep_until(window_end.into()).await;
+    let cpu_after = cpu_ticks();
     let mut lat = Vec::new();
     let mut errors = Vec::new();
     for w in workers {
@@ -797,7 +856,99 @@ async fn throughput(
         "max_ms": lat.last().copied().unwrap_or(f64::NAN) / 1000.0,
         "errors": errors.len(),
         "first_error": errors.first(),
+        "other_processes_cpu_share": foreign_cpu(cpu_before, cpu_after, measure),
     })
+}
+
+/// How the client carries open streams.
+#[derive(Clone, Copy, PartialEq)]
+enum Proto {
+    /// One HTTP/1.1 connection per stream (what most clients do).
+    Http1,
+    /// HTTP/2 (h2c), this many streams per connection: 10,000 streams then need about 100
+    /// client connections instead of 10,000 descriptors.
+    Http2(usize),
+}
+
+impl Proto {
+    fn label(self) -> String {
+        match self {
+            Proto::Http1 => "HTTP/1.1, 1 stream/conn".into(),
+            Proto::Http2(n) => format!("HTTP/2, {n} streams/conn"),
+        }
+    }
+
+    /// Descriptors per stream on the client side and in triage (HTTP/2 connections are
+    /// shared, so they are not counted): (client, triage).
+    fn fds(self) -> (usize, usize) {
+        match self {
+            Proto::Http1 => (1, 2),
+            Proto::Http2(_) => (0, 1),
+        }
+    }
+}
+
+type H2Sender = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
+async fn open_h2(addr: SocketAddr) -> Result<H2Sender, String> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(stream),
+    )
+    .await
+    .map_err(|e| format!("h2 handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// Opens one stream; returns what must be held to keep it open.
+async fn open_one(
+    triage: SocketAddr,
+    proto: Proto,
+    h2: &mut Option<(H2Sender, usize)>,
+    body: &Bytes,
+) -> Result<Box<dyn std::any::Any + Send>, String> {
+    let per_conn = match proto {
+        Proto::Http1 => {
+            let mut conn = Conn::open(triage).await?;
+            let resp = conn.send("POST", "/api/chat", body.clone()).await?;
+            if resp.status() != StatusCode::OK {
+                return Err(format!("HTTP {}", resp.status()));
+            }
+            return Ok(Box::new((conn, resp)));
+        }
+        Proto::Http2(per_conn) => per_conn,
+    };
+    if h2.as_ref().is_none_or(|(_, used)| *used >= per_conn) {
+        *h2 = Some((open_h2(triage).await?, 0));
+    }
+    let (sender, used) = h2.as_mut().expect("connection just opened");
+    *used += 1;
+    let mut sender = sender.clone();
+    sender
+        .ready()
+        .await
+        .map_err(|e| format!("h2 connection: {e}"))?;
+    let req = Request::builder()
+        .method("POST")
+        .uri(format!("http://{triage}/api/chat"))
+        .header("content-type", "application/json")
+        .body(Full::new(body.clone()))
+        .map_err(|e| e.to_string())?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("h2 request: {e}"))?;
+    if resp.status() != StatusCode::OK {
+        return Err(format!("HTTP {}", resp.status()));
+    }
+    Ok(Box::new((sender, resp)))
 }
 
 /// Opens `n` streams against the slow model, holds them, measures RSS, then closes them.
@@ -806,6 +957,7 @@ async fn open_streams(
     pid: Option<u32>,
     fake: &FakeLlm,
     n: usize,
+    proto: Proto,
     label: &str,
     budget: Duration,
 ) -> Value {
@@ -832,18 +984,12 @@ async fn open_streams(
         let mut release = release_rx.clone();
         tasks.push(tokio::spawn(async move {
             let mut held = Vec::with_capacity(share);
+            let mut h2 = None;
             for _ in 0..share {
                 if Instant::now() > stop_at {
                     break;
                 }
-                let attempt = async {
-                    let mut conn = Conn::open(triage).await?;
-                    let resp = conn.send("POST", "/api/chat", body.clone()).await?;
-                    if resp.status() != StatusCode::OK {
-                        return Err(format!("HTTP {}", resp.status()));
-                    }
-                    Ok::<_, String>((conn, resp))
-                };
+                let attempt = open_one(triage, proto, &mut h2, &body);
                 match tokio::time::timeout(Duration::from_secs(10), attempt).await {
                     Ok(Ok(pair)) => {
                         held.push(pair);
@@ -864,6 +1010,7 @@ async fn open_streams(
             }
             let _ = release.wait_for(|r| *r).await;
             drop(held);
+            drop(h2);
         }));
     }
     // All open: the client holds n answers' headers and the fake LLM serves n slow streams.
@@ -908,6 +1055,7 @@ async fn open_streams(
     };
     json!({
         "target": label,
+        "protocol": proto.label(),
         "streams_wanted": n,
         "streams_open": open_now,
         "streams_alive_at_end_of_hold": alive,
@@ -1062,11 +1210,15 @@ fn print_report(r: &Value) {
     }
     println!();
     println!("## Throughput (one connection per worker)");
-    println!("| mode   | concurrency | req/s  | LLM calls/s | p50 ms | p99 ms | max ms | errors |");
-    println!("|--------|-------------|--------|-------------|--------|--------|--------|--------|");
+    println!(
+        "| mode   | concurrency | req/s  | LLM calls/s | p50 ms | p99 ms | max ms | errors | CPU used by other processes |"
+    );
+    println!(
+        "|--------|-------------|--------|-------------|--------|--------|--------|--------|-----------------------------|"
+    );
     for t in r["throughput"].as_array().into_iter().flatten() {
         println!(
-            "| {:6} | {:>11} | {:>6} | {:>11} | {:>6} | {:>6} | {:>6} | {:>6} |",
+            "| {:6} | {:>11} | {:>6} | {:>11} | {:>6} | {:>6} | {:>6} | {:>6} | {:>26.0}% |",
             t["mode"].as_str().unwrap_or(""),
             t["concurrency"],
             f(&t["req_per_s"]),
@@ -1075,6 +1227,7 @@ fn print_report(r: &Value) {
             f(&t["p99_ms"]),
             f(&t["max_ms"]),
             t["errors"],
+            t["other_processes_cpu_share"].as_f64().unwrap_or(f64::NAN) * 100.0,
         );
         if let Some(e) = t["first_error"].as_str() {
             println!("  first error: {e}");
@@ -1083,15 +1236,16 @@ fn print_report(r: &Value) {
     println!();
     println!("## Concurrent open streams (slow fake LLM: one chunk a second)");
     println!(
-        "| target | wanted | open | alive | errors | open s | RSS before MiB | RSS open MiB | peak RSS MiB | KiB/stream | close+cancel s |"
+        "| target | protocol | wanted | open | alive | errors | open s | RSS before MiB | RSS open MiB | peak RSS MiB | KiB/stream | close+cancel s |"
     );
     println!(
-        "|--------|--------|------|-------|--------|--------|----------------|--------------|--------------|------------|----------------|"
+        "|--------|----------|--------|------|-------|--------|--------|----------------|--------------|--------------|------------|----------------|"
     );
     for s in r["open_streams"].as_array().into_iter().flatten() {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s["target"].as_str().unwrap_or(""),
+            s["protocol"].as_str().unwrap_or(""),
             s["streams_wanted"],
             s["streams_open"],
             s["streams_alive_at_end_of_hold"],
@@ -1150,49 +1304,32 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
     let fake = FakeLlm::start().await;
     let quick = opts.quick;
     eprintln!("[load] start-up of the release binary…");
-    let (startup, child) = startup(&fake, if quick { 3 } else { 5 }).await;
-
-    // The release binary, alone in its process: idle RSS after warm-up, then open streams.
-    let mut open = Vec::new();
+    let (startup, child) = if opts.runs("startup") {
+        startup(&fake, if quick { 3 } else { 5 }).await
+    } else {
+        (json!({}), None)
+    };
+    // Idle RSS of the binary after it has served requests.
     let mut idle_after_warmup = json!({"requests": 0, "rss_mib": null});
-    let stream_counts: &[usize] = if quick { &[1_000] } else { &[1_000, 10_000] };
-    if let Some(child) = child {
+    if let Some(child) = &child {
         let n = 400;
         let errors = warm(child.addr, n).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         idle_after_warmup = json!({"requests": n, "errors": errors,
             "rss_mib": rss_kib(Some(child.pid())).0 as f64 / 1024.0});
-        for &n in stream_counts {
-            // Client + fake-LLM descriptors here; the child holds its own two per stream.
-            let fits = (fd_soft.saturating_sub(500) / 2) as usize;
-            let want = n.min(fits);
-            eprintln!("[load] {want} open streams against the binary…");
-            let mut r = open_streams(
-                child.addr,
-                Some(child.pid()),
-                &fake,
-                want,
-                "binary (triage alone)",
-                Duration::from_secs(60).min(budget.left() / 3),
-            )
-            .await;
-            if want < n {
-                r["note"] = json!(format!(
-                    "{n} not reachable: the descriptor limit ({fd_soft}) allows {want}"
-                ));
-            }
-            open.push(r);
-        }
-        drop(child);
     }
+    drop(child);
 
+    // Memory freed after a spike stays with glibc's allocator (RSS stays near the peak and a
+    // fragmented heap costs about a fifth of the throughput), so the in-process phases run
+    // in this order: latency, throughput, then open streams (1,000 before 10,000); each run
+    // against the binary gets a fresh process.
     eprintln!("[load] in-process triage…");
     let (app, in_process_start) = start_in_process(fake.addr).await;
     let addr = app.addr;
     let warm_errors = warm(addr, 400).await;
-
     let mut latency_rows = Vec::new();
-    for stream in [false, true] {
+    for stream in [false, true].into_iter().filter(|_| opts.runs("latency")) {
         eprintln!("[load] latency at concurrency 1, stream={stream}…");
         let count = if quick { 500 } else { 2_000 };
         latency_rows.push(latency(addr, &fake, stream, count, Duration::from_secs(20)).await);
@@ -1204,9 +1341,12 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
     } else {
         (Duration::from_secs(1), Duration::from_secs(5))
     };
-    for stream in [false, true] {
+    for stream in [false, true]
+        .into_iter()
+        .filter(|_| opts.runs("throughput"))
+    {
         for c in [16, 64, 256] {
-            if budget.left() < Duration::from_secs(60) {
+            if budget.left() < Duration::from_secs(90) {
                 eprintln!("[load] time budget: skipping throughput c={c} stream={stream}");
                 continue;
             }
@@ -1214,32 +1354,95 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
             through.push(throughput(addr, stream, c, warm_t, measure).await);
         }
     }
-
-    for &n in stream_counts {
-        let fits = (fd_soft.saturating_sub(500) / 4) as usize;
-        let want = n.min(fits);
-        if budget.left() < Duration::from_secs(40) {
-            eprintln!("[load] time budget: skipping {n} in-process streams");
-            continue;
-        }
-        eprintln!("[load] {want} open streams in-process…");
+    let mut open = Vec::new();
+    let in_process_runs: &[(Proto, usize)] = if !opts.runs("streams") {
+        &[]
+    } else if quick {
+        &[(Proto::Http1, 1_000)]
+    } else {
+        &[(Proto::Http1, 1_000), (Proto::Http2(100), 10_000)]
+    };
+    for &(proto, n) in in_process_runs {
+        // In-process every descriptor of a stream is in this one process.
+        let (client, server) = proto.fds();
+        let want = n.min(fd_soft.saturating_sub(500) as usize / (client + server + 1));
+        eprintln!("[load] {want} open streams in-process ({})…", proto.label());
         let mut r = open_streams(
             addr,
             None,
             &fake,
             want,
+            proto,
             "in-process (triage + load generator + fake LLM)",
-            Duration::from_secs(60).min(budget.left() / 2),
+            Duration::from_secs(40),
         )
         .await;
         if want < n {
             r["note"] = json!(format!(
-                "{n} not reachable: the descriptor limit ({fd_soft}) allows {want}"
+                "{n} not reachable in one process: the descriptor limit ({fd_soft}, hard) allows {want}"
             ));
         }
         open.push(r);
     }
+
     stop_in_process(app).await;
+
+    // The release binary, alone in its process (its RSS is triage's alone). HTTP/1.1 needs
+    // two descriptors per stream in triage, so 10,000 exceed a 20,000 limit; HTTP/2 needs one
+    // (the upstream connection).
+    let binary_runs: &[(Proto, usize)] = if !opts.runs("streams") {
+        &[]
+    } else if quick {
+        &[(Proto::Http1, 1_000)]
+    } else {
+        &[
+            (Proto::Http1, 1_000),
+            (Proto::Http1, 10_000),
+            (Proto::Http2(100), 10_000),
+        ]
+    };
+    if let Some(bin) = binary() {
+        for (i, &(proto, n)) in binary_runs.iter().enumerate() {
+            // Here: client and fake-LLM descriptors; in the child: triage's.
+            let (client, server) = proto.fds();
+            let room = fd_soft.saturating_sub(500) as usize;
+            let want = n.min(room / (client + 1)).min(room / server);
+            if budget.left() < Duration::from_secs(30) {
+                eprintln!("[load] time budget: skipping {n} streams against the binary");
+                continue;
+            }
+            let child = match spawn_binary(&bin, fake.addr, 100 + i).await {
+                Ok((child, _)) => child,
+                Err(e) => {
+                    eprintln!("[load] cannot start the binary: {e}");
+                    continue;
+                }
+            };
+            let warm_errors = warm(child.addr, 100).await;
+            eprintln!(
+                "[load] {want} open streams against the binary ({})…",
+                proto.label()
+            );
+            let mut r = open_streams(
+                child.addr,
+                Some(child.pid()),
+                &fake,
+                want,
+                proto,
+                "binary (triage alone)",
+                Duration::from_secs(40).min(budget.left() / 2),
+            )
+            .await;
+            r["warmup_errors"] = json!(warm_errors);
+            if want < n {
+                r["note"] = json!(format!(
+                    "{n} not reachable this way: the descriptor limit ({fd_soft}, hard) allows {want}"
+                ));
+            }
+            open.push(r);
+            drop(child);
+        }
+    }
 
     json!({
         "machine": machine(),

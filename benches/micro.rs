@@ -227,6 +227,17 @@ fn tokens(c: &mut Criterion) {
     g.bench_function("truncate/tool_output_1MiB_to_25k_tokens", |b| {
         b.iter(|| budget.cut(tok, black_box(&output)).map(|c| c.1))
     });
+    // The common case: a small result (a TodoWrite plan, a short command output) checked
+    // against the budget; counting the same text is what the check cost when it encoded.
+    let small = sample_text(400);
+    g.sample_size(50);
+    g.throughput(Throughput::Bytes(small.len() as u64));
+    g.bench_function("count/tool_output_400B", |b| {
+        b.iter(|| tok.count(black_box(&small)))
+    });
+    g.bench_function("truncate/tool_output_400B_fits", |b| {
+        b.iter(|| budget.cut(tok, black_box(&small)).is_none())
+    });
     g.sample_size(30);
     let hist = history(150, 800);
     let bytes: usize = hist.iter().map(|m| m.text().len()).sum();
@@ -235,7 +246,8 @@ fn tokens(c: &mut Criterion) {
     g.bench_function("history_150/count_all", |b| {
         b.iter_batched(
             || hist.clone(),
-            |h| Conversation::new(tok, h).total(),
+            // Returned, so dropping it is not timed.
+            |h| Conversation::new(tok, h),
             BatchSize::LargeInput,
         )
     });
@@ -244,7 +256,7 @@ fn tokens(c: &mut Criterion) {
     g.bench_function("history_150/cached_counts", |b| {
         b.iter_batched(
             || counted.clone(),
-            |h| Conversation::new(tok, h).total(),
+            |h| Conversation::new(tok, h),
             BatchSize::LargeInput,
         )
     });
@@ -257,7 +269,7 @@ fn tokens(c: &mut Criterion) {
             || (conv.clone(), next.clone()),
             |(mut conv, m)| {
                 conv.push(m);
-                conv.total()
+                conv
             },
             BatchSize::LargeInput,
         )
@@ -267,8 +279,7 @@ fn tokens(c: &mut Criterion) {
 
 fn sse(c: &mut Criterion) {
     // An `ai_answer_end` of about 30 KiB: the history carries most of it.
-    let mut conversation_history = history(12, 2_000);
-    conversation_history.truncate(12);
+    let conversation_history = history(12, 4_700);
     let end = StreamEvent::AnswerEnd(Box::new(AnswerEnd {
         analysis: sample_text(2_000),
         conversation_history,
@@ -290,7 +301,7 @@ fn sse(c: &mut Criterion) {
 
 fn request(c: &mut Criterion) {
     // A follow-up turn whose history is about 200 KiB.
-    let hist = with_counts(&history(120, 2_200));
+    let hist = with_counts(&history(150, 2_800));
     let body = serde_json::to_vec(&json!({
         "ask": "and what about the other pods?",
         "conversation_history": hist,
@@ -351,8 +362,9 @@ fn tool_args(c: &mut Criterion) {
     // TodoWrite through the Tool trait: typed parsing of the arguments and the rendered plan.
     let todos: Vec<Value> = (1..=8)
         .map(|i| {
+            let status = ["pending", "in_progress", "completed"][i % 3];
             json!({"id": i.to_string(), "content": format!("Check step {i} of the investigation"),
-                   "status": ["pending", "in_progress", "completed"][i % 3]})
+                   "status": status})
         })
         .collect();
     let params = json!({ "todos": todos });

@@ -47,6 +47,11 @@ impl Tokenizer {
     /// The longest prefix of `text` that fits in `max_tokens`, with its token count before the
     /// cut; `None` when the whole text fits.
     pub fn prefix_within(self, text: &str, max_tokens: u32) -> Option<(String, u32)> {
+        // A token is at least one byte: text no longer than the budget fits without encoding
+        // it (most tool results, which are counted again when they join the conversation).
+        if text.len() <= max_tokens as usize {
+            return None;
+        }
         let bpe = match self {
             Tokenizer::O200k => tiktoken_rs::o200k_base_singleton(),
             Tokenizer::Cl100k => tiktoken_rs::cl100k_base_singleton(),
@@ -150,6 +155,22 @@ mod tests {
         let counts = count_message(tok, &m);
         assert_eq!(counts.text, 2 + MESSAGE_OVERHEAD);
         assert!(counts.tool_calls > MESSAGE_OVERHEAD);
+    }
+
+    #[test]
+    fn prefix_within_cuts_only_what_does_not_fit() {
+        let tok = Tokenizer::O200k;
+        // Fits by its byte length alone, and by its tokens.
+        assert!(tok.prefix_within("hello world", 11).is_none());
+        assert!(tok.prefix_within(&"word ".repeat(100), 200).is_none());
+        let (prefix, total) = tok.prefix_within(&"word ".repeat(100), 50).unwrap();
+        assert_eq!(total, tok.count(&"word ".repeat(100)));
+        assert!(tok.count(&prefix) <= 50);
+        // Multi-byte characters: fewer tokens than bytes, still cut by tokens.
+        let text = "日本語".repeat(100);
+        assert!(tok.prefix_within(&text, text.len() as u32).is_none());
+        let (prefix, _) = tok.prefix_within(&text, 20).unwrap();
+        assert!(tok.count(&prefix) <= 20 && text.starts_with(&prefix));
     }
 
     #[test]
