@@ -441,10 +441,13 @@ impl Run {
             end_index,
             original,
         ));
-        executed.content = cut;
-        if let Some((data, _, _)) = self.budget.cut(tok, &executed.result.result.data) {
+        // A successful result's data is the content itself: reuse the cut, tokenising once.
+        if executed.result.result.data == executed.content {
+            executed.result.result.data = cut.clone();
+        } else if let Some((data, _, _)) = self.budget.cut(tok, &executed.result.result.data) {
             executed.result.result.data = data;
         }
+        executed.content = cut;
     }
 }
 
