@@ -301,3 +301,67 @@ async fn holmesgpt_environment_works_unchanged() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("MODEL_LIST_FILE_LOCATION"));
 }
+
+#[tokio::test]
+async fn json_logs_carry_the_request_id_and_no_prompts() {
+    let llm = FakeLlm::start().await;
+    llm.push(Step::error(400, "refused by the provider"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = config_for(&llm, &format!("[server]\nport = {port}\n"));
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("TRIAGE_CONFIG", &config)
+        .env("ENABLE_JSON_LOGS_FORMAT", "true")
+        .arg("serve")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = crate::fake_llm::http_client();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut ready = false;
+    for _ in 0..100 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(ready, "server did not start");
+    let resp = client
+        .post(format!("{base}/api/chat"))
+        .header("content-type", "application/json")
+        .body(json!({"ask": "SECRET-QUESTION-TEXT"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let request_id = resp.headers()["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(resp.status(), 500);
+    server.start_kill().unwrap();
+    let out = server.wait_with_output().await.unwrap();
+    let logs = text(&out.stderr);
+    let lines: Vec<Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(!lines.is_empty(), "no JSON log lines in: {logs}");
+    let failure = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "LLM call failed")
+        .unwrap_or_else(|| panic!("no LLM failure logged: {logs}"));
+    assert!(failure.to_string().contains(&request_id), "{failure}");
+    assert!(
+        !logs.contains("SECRET-QUESTION-TEXT"),
+        "the prompt was logged"
+    );
+}
