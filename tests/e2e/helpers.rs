@@ -173,3 +173,25 @@ pub fn names(events: &[Event]) -> Vec<&str> {
 pub fn last(events: &[Event]) -> &Event {
     events.last().expect("at least one event")
 }
+
+/// A tool of a toolset, by name (toolset tests drive tools directly).
+pub fn tool<'a>(
+    ts: &'a triage::tools::Toolset,
+    name: &str,
+) -> &'a std::sync::Arc<dyn triage::tools::Tool> {
+    ts.tools
+        .iter()
+        .find(|t| t.name() == name)
+        .unwrap_or_else(|| panic!("toolset has no tool {name}"))
+}
+
+/// Invokes a toolset's tool with default context.
+pub async fn call(
+    ts: &triage::tools::Toolset,
+    name: &str,
+    params: Value,
+) -> triage::tools::ToolOutput {
+    tool(ts, name)
+        .invoke(params, &triage::tools::ToolContext::default())
+        .await
+}

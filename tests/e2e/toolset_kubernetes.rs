@@ -1,13 +1,12 @@
 //! The `kubernetes` toolset driving the REAL `kubectl` against the API stand-in
 //! ([`crate::kube_standin`]): real kubectl output, errors and start-up checks.
 
-use std::sync::Arc;
-
-use serde_json::{Value, json};
+use serde_json::json;
 use triage::tools::kubernetes::{KubernetesConfig, toolset};
-use triage::tools::{Tool, ToolContext, ToolOutput, Toolset, ToolsetStatus};
+use triage::tools::{ToolOutput, Toolset, ToolsetStatus};
 use triage::wire::events::ToolStatus;
 
+use crate::helpers::{call, tool};
 use crate::kube_standin::{self, *};
 
 /// These tests need kubectl; say so loudly instead of passing without it.
@@ -22,17 +21,6 @@ fn require_kubectl() {
          drive the real kubectl; `.ci/run` installs Debian's `kubernetes-client` package \
          (apt-get install kubernetes-client)"
     );
-}
-
-fn tool<'a>(ts: &'a Toolset, name: &str) -> &'a Arc<dyn Tool> {
-    ts.tools
-        .iter()
-        .find(|t| t.name() == name)
-        .unwrap_or_else(|| panic!("toolset has no tool {name}"))
-}
-
-async fn call(ts: &Toolset, name: &str, params: Value) -> ToolOutput {
-    tool(ts, name).invoke(params, &ToolContext::default()).await
 }
 
 fn ok(out: &ToolOutput) -> &str {

@@ -3,15 +3,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use triage::tools::prometheus::{PrometheusConfig, toolset};
-use triage::tools::{Tool, ToolContext, ToolOutput, Toolset, ToolsetStatus};
+use triage::tools::{ToolOutput, ToolsetStatus};
 use triage::wire::events::ToolStatus;
 
 use crate::fake_llm::http_client;
+use crate::helpers::{call, tool};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
 const READY_WITHIN: Duration = Duration::from_secs(20);
@@ -150,17 +150,6 @@ async fn get_ok(client: &reqwest::Client, url: &str) -> Option<String> {
         return None;
     }
     resp.text().await.ok()
-}
-
-fn tool<'a>(ts: &'a Toolset, name: &str) -> &'a Arc<dyn Tool> {
-    ts.tools
-        .iter()
-        .find(|t| t.name() == name)
-        .unwrap_or_else(|| panic!("toolset has no tool {name}"))
-}
-
-async fn call(ts: &Toolset, name: &str, params: Value) -> ToolOutput {
-    tool(ts, name).invoke(params, &ToolContext::default()).await
 }
 
 fn ok(out: &ToolOutput) -> &str {
