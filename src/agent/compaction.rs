@@ -188,7 +188,6 @@ impl Agent {
             });
             let mut budget =
                 room.saturating_sub(carried.as_ref().map_or(0, |m| tok.count(&m.text()) + 8));
-            let mut end = 0;
             let mut safe_end = 0;
             for (i, m) in rest.iter().enumerate() {
                 let cost = m.token_count.unwrap_or_else(|| tok.count(&m.text()) + 8);
@@ -196,12 +195,12 @@ impl Agent {
                     break;
                 }
                 budget -= cost;
-                end = i + 1;
+                let end = i + 1;
+                // A chunk may end here only if no tool result of this call follows.
                 if rest.get(end).is_none_or(|next| !next.is_role("tool")) {
                     safe_end = end;
                 }
             }
-            let _ = end;
             if safe_end == 0 {
                 return Err(CompactionError::MessageTooLarge);
             }
