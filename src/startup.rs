@@ -201,12 +201,14 @@ impl Application {
             shutdown: ShutdownWatch(phase_rx),
             started: Instant::now(),
             cors_allowed_origins: server.cors_allowed_origins.clone(),
+            // triage's own credentials never reach a tool, whatever the configured list says.
             blocked_headers: Arc::new(
                 server
                     .passthrough_blocked_headers
                     .split(',')
                     .map(|h| h.trim().to_ascii_lowercase())
                     .filter(|h| !h.is_empty())
+                    .chain(["x-api-key".to_owned(), "authorization".to_owned()])
                     .collect(),
             ),
         };

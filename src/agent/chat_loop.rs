@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use futures::stream::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::Agent;
@@ -26,6 +26,9 @@ use crate::wire::events::{
 use crate::wire::request::FrontendToolMode;
 use crate::wire::response::{ResponseFormatReport, Truncation, Usage};
 use crate::wire::{Message, StreamEvent, ToolCall};
+
+/// Tool calls of one reply that run at the same time (HolmesGPT uses a pool of 16).
+const MAX_PARALLEL_TOOLS: usize = 16;
 
 /// Mutable state of one request's run.
 pub(super) struct Run {
@@ -80,8 +83,9 @@ impl Agent {
                 }
             }
             let max_steps = self.options.max_steps;
+            let mut compaction_gave_up = false;
             for step in 1..=max_steps {
-                if self.over_threshold(&run, tools_tokens, &model) {
+                if self.over_threshold(&run, tools_tokens, &model) && !compaction_gave_up {
                     let mut why = None;
                     if self.compaction.enabled {
                         yield StreamEvent::CompactionStart(self.compaction_start(&run, tools_tokens, &model));
@@ -97,9 +101,14 @@ impl Agent {
                                 yield StreamEvent::AiMessage(AiMessage { content: Some(notice), reasoning: None, metadata: None });
                                 run.seen_calls.clear();
                             }
-                            Ok(None) => why = Some("compaction did not make it smaller".to_owned()),
+                            Ok(None) => {
+                                compaction_gave_up = true;
+                                why = Some("compaction did not make it smaller".to_owned());
+                            }
                             Err(e) => {
                                 tracing::warn!(error = %e, "compaction failed");
+                                // Not again in this request: each attempt costs an LLM call.
+                                compaction_gave_up = true;
                                 why = Some(format!("compaction failed ({e})"));
                             }
                         }
@@ -107,7 +116,7 @@ impl Agent {
                         why = Some("conversation history compaction is disabled".to_owned());
                     }
                     if !Self::fits(&run, tools_tokens, &model) {
-                        let text = format!(
+                        let mut text = format!(
                             "The conversation no longer fits in the model's context window: the next request needs {} tokens \
                              (including {} reserved for the answer) and the window is {} tokens; {}. Please start a new conversation.",
                             Self::needed_tokens(&run, tools_tokens, &model),
@@ -115,6 +124,8 @@ impl Agent {
                             model.context_window,
                             why.unwrap_or_else(|| "compaction failed to reduce the tokens sufficiently".to_owned()),
                         );
+                        // The reason may quote a provider error, which can echo credentials.
+                        self.masker.mask(&mut text);
                         yield StreamEvent::AiMessage(AiMessage { content: Some(text.clone()), reasoning: None, metadata: None });
                         yield StreamEvent::Error(ErrorEvent::new(text, false));
                         return;
@@ -256,15 +267,16 @@ impl Agent {
                 // Results are reported as they finish, but join the history in the order the
                 // model asked for them.
                 let ctx = ToolContext { user_approved: false, request_headers: run.request_headers.clone() };
-                let mut running: FuturesUnordered<_> = scheduled
-                    .iter()
-                    .map(|&i| {
-                        let call = &calls[i];
-                        let ctx = &ctx;
-                        let tools = &self.tools;
-                        async move { (i, execute(tools, call, ctx).await) }
-                    })
-                    .collect();
+                // At most MAX_PARALLEL_TOOLS at a time: a reply asking for thousands of calls
+                // must not start thousands of processes.
+                let mut pending_calls = Vec::with_capacity(scheduled.len());
+                for &i in &scheduled {
+                    let call = &calls[i];
+                    let ctx = &ctx;
+                    let tools = &self.tools;
+                    pending_calls.push(async move { (i, execute(tools, call, ctx).await) });
+                }
+                let mut running = futures::stream::iter(pending_calls).buffer_unordered(MAX_PARALLEL_TOOLS);
                 while let Some((i, mut executed)) = running.next().await {
                     self.finish_result(&mut run, &mut executed, model.tokenizer);
                     let outcome = if executed.result.result.status == ToolStatus::ApprovalRequired {

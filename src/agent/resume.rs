@@ -67,10 +67,14 @@ impl Agent {
                     Kind::Frontend => frontend_result(&p.call, frontend_results),
                 };
                 self.finish_result(run, &mut executed, tok);
-                run.seen_calls.insert((
-                    p.call.function.name.clone(),
-                    super::approvals::canonical(&p.call.function.arguments),
-                ));
+                // Only a call that ran counts for the duplicate guard: a denied one may be
+                // asked for again.
+                if executed.result.result.elapsed_seconds.is_some() {
+                    run.seen_calls.insert((
+                        p.call.function.name.clone(),
+                        super::approvals::canonical(&p.call.function.arguments),
+                    ));
+                }
                 events.push(tool_result_event(&executed));
                 answered.push((
                     p.message_index,

@@ -50,7 +50,12 @@ pub async fn serve(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(options.header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
+    // HTTP/2 has no header-read timeout: pings find connections whose peer went silent.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(10));
     let builder = Arc::new(builder);
     let graceful = GracefulShutdown::new();
     let mut signal = std::pin::pin!(signal);

@@ -242,10 +242,8 @@ impl LlmClient {
             return Ok(response);
         }
         let retry_after = retry_after(response.headers());
-        let text = tokio::time::timeout(self.timeouts.idle, response.text())
+        let text = tokio::time::timeout(self.timeouts.idle, read_at_most(response, MAX_ERROR_BODY))
             .await
-            .ok()
-            .and_then(Result::ok)
             .unwrap_or_default();
         Err(LlmError::from_status(status.as_u16(), &text, retry_after))
     }
@@ -319,6 +317,23 @@ impl LlmClient {
             finish_reason,
         })
     }
+}
+
+/// An error body is read up to this size: enough for any provider's message.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// The start of a response body, at most `limit` bytes, as text.
+async fn read_at_most(response: reqwest::Response, limit: usize) -> String {
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(Ok(chunk)) = chunks.next().await {
+        let room = limit.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= limit {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
 }
 
 fn record_metrics(model: &str, elapsed: Duration, result: &Result<Completion, LlmError>) {

@@ -97,6 +97,8 @@ pub(crate) fn error_message(body: &str) -> String {
             .and_then(|m| m.as_str().map(str::to_owned))
     });
     match message {
+        // A provider message is one sentence or a few; never relay megabytes of it.
+        Some(m) if m.len() > 2000 => format!("{}…", m.chars().take(2000).collect::<String>()),
         Some(m) => m,
         None if body.trim().is_empty() => "(empty response body)".into(),
         None => body.chars().take(500).collect(),

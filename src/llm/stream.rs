@@ -75,6 +75,9 @@ struct PartialCall {
     arguments: String,
 }
 
+/// How far ahead of the calls seen so far a tool-call `index` may point.
+const MAX_INDEX_GAP: usize = 16;
+
 #[derive(Debug, Default)]
 pub(crate) struct Assembler {
     content: String,
@@ -112,7 +115,7 @@ impl Assembler {
         }
         for choice in chunk.choices {
             if let Some(delta) = choice.delta.or(choice.message) {
-                self.push_delta(delta);
+                self.push_delta(delta)?;
             }
             if choice.finish_reason.is_some() {
                 self.finish_reason = choice.finish_reason;
@@ -121,7 +124,7 @@ impl Assembler {
         Ok(())
     }
 
-    fn push_delta(&mut self, delta: Delta) {
+    fn push_delta(&mut self, delta: Delta) -> Result<(), String> {
         if let Some(c) = delta.content {
             self.content.push_str(&c);
         }
@@ -129,11 +132,18 @@ impl Assembler {
             self.reasoning.push_str(&r);
         }
         for d in delta.tool_calls.unwrap_or_default() {
-            // Servers that omit `index` send one call at a time: a new id starts a new call.
-            let index = d.index.unwrap_or_else(|| match &d.id {
-                Some(_) => self.calls.len(),
-                None => self.calls.len().saturating_sub(1),
+            // Servers that omit `index` send one call at a time: a new id starts a new call,
+            // the same id (or none) continues the last one.
+            let last = self.calls.len().checked_sub(1);
+            let index = d.index.unwrap_or_else(|| match (&d.id, last) {
+                (Some(id), Some(l)) if self.calls[l].id == *id => l,
+                (Some(_), _) => self.calls.len(),
+                (None, _) => last.unwrap_or(0),
             });
+            // Indices count up from 0; a far jump would size a vector from untrusted input.
+            if index > self.calls.len() + MAX_INDEX_GAP {
+                return Err(format!("tool call index {index} is out of sequence"));
+            }
             while self.calls.len() <= index {
                 self.calls.push(PartialCall::default());
             }
@@ -150,6 +160,7 @@ impl Assembler {
                 }
             }
         }
+        Ok(())
     }
 
     /// Bytes of answer received so far (content, reasoning, tool-call arguments).
@@ -236,6 +247,37 @@ mod tests {
         assert_eq!(out.tool_calls.len(), 2);
         assert_eq!(out.tool_calls[1].function.arguments, "{\"q\":1}");
         assert_eq!(out.tool_calls[0].id, "a");
+    }
+
+    #[test]
+    fn out_of_sequence_indices_are_errors_not_allocations() {
+        let mut a = Assembler::default();
+        let chunk: Chunk = serde_json::from_str(
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1000000000000,"function":{"name":"x"}}]}}]}"#,
+        )
+        .unwrap();
+        assert!(a.push(chunk).unwrap_err().contains("out of sequence"));
+    }
+
+    #[test]
+    fn calls_without_index_continue_by_id() {
+        let mut a = Assembler::default();
+        push(
+            &mut a,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"x","arguments":"{\"q\""}}]}}]}"#,
+        );
+        push(
+            &mut a,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"arguments":":1}"}}]}}]}"#,
+        );
+        push(
+            &mut a,
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"b","function":{"name":"y","arguments":"{}"}}]}}]}"#,
+        );
+        let out = a.finish();
+        assert_eq!(out.tool_calls.len(), 2);
+        assert_eq!(out.tool_calls[0].function.arguments, "{\"q\":1}");
+        assert_eq!(out.tool_calls[1].id, "b");
     }
 
     #[test]

@@ -295,3 +295,26 @@ async fn non_streaming_responses_carry_the_compacted_history() {
     );
     assert_eq!(body["metadata"]["costs"], Value::Null);
 }
+
+#[tokio::test]
+async fn a_failed_compaction_is_not_retried_every_step() {
+    // Threshold 50%: every step is over it, yet the conversation fits the window.
+    let app = small_window_app("[compaction]\nthreshold_pct = 50\n").await;
+    app.llm.push(Step::error(400, "summary refused"));
+    app.llm.push(Step::error(400, "summary refused again"));
+    app.llm
+        .push(Step::tool("t1", "TodoWrite", json!({"todos": []})));
+    app.llm.push(Step::text("done"));
+    let events = app.chat_sse(&json!({"ask": "q"})).await;
+    let n = names(&events);
+    assert_eq!(
+        n.iter()
+            .filter(|e| **e == "conversation_history_compaction_start")
+            .count(),
+        1,
+        "{n:?}"
+    );
+    assert!(!n.contains(&"conversation_history_compacted"));
+    assert_eq!(n.last(), Some(&"ai_answer_end"), "{n:?}");
+    assert_eq!(app.llm.request_count(), 4);
+}

@@ -194,7 +194,7 @@ async fn only_allowed_headers_reach_tools() {
     let prom = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });
     let app = spawn_app_with(&format!(
-        "{KEYS}[toolsets.prometheus]\nenabled = true\nurl = \"{prom}\"\ncheck_on_startup = false\nforward_headers = [\"X-Scope-OrgID\", \"Authorization\", \"Cookie\"]\n"
+        "{KEYS}[toolsets.prometheus]\nenabled = true\nurl = \"{prom}\"\ncheck_on_startup = false\nforward_headers = [\"X-Scope-OrgID\", \"Authorization\", \"Cookie\", \"X-API-Key\"]\n"
     ))
     .await;
     app.llm
@@ -204,7 +204,8 @@ async fn only_allowed_headers_reach_tools() {
         .client
         .post(app.url("/api/chat"))
         .header("content-type", "application/json")
-        .header("authorization", "Bearer key-one-111")
+        .header("x-api-key", "key-one-111")
+        .header("authorization", "Bearer key-two-222")
         .header("cookie", "session=abc")
         .header("x-scope-orgid", "tenant-a")
         .header("x-other", "not forwarded")
