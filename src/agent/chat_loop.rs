@@ -24,7 +24,7 @@ use crate::wire::events::{
     StartToolCalling, TokenCount, ToolStatus,
 };
 use crate::wire::request::FrontendToolMode;
-use crate::wire::response::{ResponseFormatReport, Truncation, Usage};
+use crate::wire::response::{ResponseFormatReport, Truncation};
 use crate::wire::{Message, StreamEvent, ToolCall};
 
 /// Tool calls of one reply that run at the same time (HolmesGPT uses a pool of 16).
@@ -147,22 +147,17 @@ impl Agent {
                         return;
                     }
                 };
-                let prompt_estimate = u64::from(run.conv.total() + tools_tokens);
                 let mut reply = Message::assistant(
                     completion.content.clone(),
                     completion.reasoning.clone(),
                     completion.tool_calls.clone(),
                 );
-                let call_usage = completion.usage.unwrap_or_else(|| {
-                    // The server sent no usage: count it ourselves.
-                    let completion_tokens = u64::from(count_message(model.tokenizer, &reply).total());
-                    Usage {
-                        prompt_tokens: prompt_estimate,
-                        completion_tokens,
-                        total_tokens: prompt_estimate + completion_tokens,
-                    }
-                });
-                run.usage.record(call_usage, &model);
+                run.usage.record_or_estimate(
+                    completion.usage,
+                    run.conv.total() + tools_tokens,
+                    || count_message(model.tokenizer, &reply).total(),
+                    &model,
+                );
 
                 let calls = completion.tool_calls;
                 if calls.is_empty() {
@@ -403,16 +398,12 @@ impl Agent {
         };
         let completion = self.llm.complete(&request).await?;
         let text = completion.content.unwrap_or_default();
-        let usage = completion.usage.unwrap_or_else(|| {
-            let prompt = u64::from(run.conv.total());
-            let out = u64::from(model.tokenizer.count(&text));
-            Usage {
-                prompt_tokens: prompt,
-                completion_tokens: out,
-                total_tokens: prompt + out,
-            }
-        });
-        run.usage.record(usage, model);
+        run.usage.record_or_estimate(
+            completion.usage,
+            run.conv.total(),
+            || model.tokenizer.count(&text),
+            model,
+        );
         let clean = match check.check(&text) {
             Ok(clean) => clean,
             Err(violations) => return Ok(Err(violations)),

@@ -29,6 +29,26 @@ impl UsageTracker {
         }
     }
 
+    /// Records the provider's usage, or, when the server sent none, our own count of the
+    /// prompt and of the answer (counted only then).
+    pub fn record_or_estimate(
+        &mut self,
+        reported: Option<Usage>,
+        prompt_tokens: u32,
+        completion_tokens: impl FnOnce() -> u32,
+        model: &ModelConfig,
+    ) {
+        let usage = reported.unwrap_or_else(|| {
+            let (prompt, completion) = (u64::from(prompt_tokens), u64::from(completion_tokens()));
+            Usage {
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                total_tokens: prompt + completion,
+            }
+        });
+        self.record(usage, model);
+    }
+
     pub fn count_compaction(&mut self) {
         self.costs.num_compactions += 1;
     }

@@ -141,15 +141,6 @@ impl Prompts {
                     source,
                 })?;
         }
-        let render = |name: &str, ctx: minijinja::Value| -> Result<String, PromptError> {
-            env.get_template(name)
-                .and_then(|t| t.render(ctx))
-                .map(|s| s.trim().to_owned())
-                .map_err(|source| PromptError::Template {
-                    name: name.to_owned(),
-                    source,
-                })
-        };
         let system_sections = Section::ALL
             .iter()
             .map(|section| {
@@ -162,7 +153,7 @@ impl Prompts {
                     cluster_name => &inputs.cluster_name,
                     additions => &inputs.system_prompt_additions,
                 };
-                render(section.key(), ctx)
+                render(&env, section.key(), ctx)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let prompts = Prompts {
@@ -271,15 +262,23 @@ impl Prompts {
     }
 
     fn render(&self, name: &str, ctx: minijinja::Value) -> Result<String, PromptError> {
-        self.env
-            .get_template(name)
-            .and_then(|t| t.render(ctx))
-            .map(|s| s.trim().to_owned())
-            .map_err(|source| PromptError::Template {
-                name: name.to_owned(),
-                source,
-            })
+        render(&self.env, name, ctx)
     }
+}
+
+/// Renders a template, trimmed; an error names the template.
+fn render(
+    env: &Environment<'static>,
+    name: &str,
+    ctx: minijinja::Value,
+) -> Result<String, PromptError> {
+    env.get_template(name)
+        .and_then(|t| t.render(ctx))
+        .map(|s| s.trim().to_owned())
+        .map_err(|source| PromptError::Template {
+            name: name.to_owned(),
+            source,
+        })
 }
 
 #[cfg(test)]
