@@ -250,7 +250,7 @@ impl Source {
                     .eventsource()
                     .filter_map(|e| async move {
                         let e = e.ok()?;
-                        parse_event(&e.event, &e.data)
+                        StreamEvent::parse(&e.event, &e.data)
                     });
                 Ok(Box::pin(events))
             }
@@ -287,32 +287,6 @@ fn local_meta() -> RequestMeta {
         request_id: uuid::Uuid::new_v4().to_string(),
         headers: Vec::new(),
     }
-}
-
-/// The events the CLI reacts to, parsed back from a server's SSE stream.
-fn parse_event(name: &str, data: &str) -> Option<StreamEvent> {
-    use crate::wire::events::*;
-    let event = match name {
-        "start_tool_calling" => StreamEvent::StartToolCalling(serde_json::from_str(data).ok()?),
-        "tool_calling_result" => {
-            StreamEvent::ToolCallingResult(Box::new(serde_json::from_str(data).ok()?))
-        }
-        "ai_message" => StreamEvent::AiMessage(serde_json::from_str(data).ok()?),
-        "token_count" => StreamEvent::TokenCount(serde_json::from_str(data).ok()?),
-        "approval_required" => {
-            StreamEvent::ApprovalRequired(Box::new(serde_json::from_str(data).ok()?))
-        }
-        "ai_answer_end" => StreamEvent::AnswerEnd(Box::new(serde_json::from_str(data).ok()?)),
-        "error" => StreamEvent::Error(serde_json::from_str(data).ok()?),
-        "conversation_history_compaction_start" => {
-            StreamEvent::CompactionStart(serde_json::from_str(data).ok()?)
-        }
-        "conversation_history_compacted" => {
-            StreamEvent::Compacted(Box::new(serde_json::from_str(data).ok()?))
-        }
-        _ => return None,
-    };
-    Some(event)
 }
 
 /// Live progress on stderr: a spinner while tools run (on a terminal), one line per result.

@@ -35,6 +35,26 @@ impl StreamEvent {
         }
     }
 
+    /// The inverse of `name` + `write_data`: an event read back from an SSE frame (the CLI's
+    /// `--server` mode); `None` for an unknown name or unreadable data.
+    pub fn parse(name: &str, data: &str) -> Option<StreamEvent> {
+        fn json<T: serde::de::DeserializeOwned>(data: &str) -> Option<T> {
+            serde_json::from_str(data).ok()
+        }
+        Some(match name {
+            "start_tool_calling" => StreamEvent::StartToolCalling(json(data)?),
+            "tool_calling_result" => StreamEvent::ToolCallingResult(json(data)?),
+            "ai_message" => StreamEvent::AiMessage(json(data)?),
+            "token_count" => StreamEvent::TokenCount(json(data)?),
+            "approval_required" => StreamEvent::ApprovalRequired(json(data)?),
+            "conversation_history_compaction_start" => StreamEvent::CompactionStart(json(data)?),
+            "conversation_history_compacted" => StreamEvent::Compacted(json(data)?),
+            "ai_answer_end" => StreamEvent::AnswerEnd(json(data)?),
+            "error" => StreamEvent::Error(json(data)?),
+            _ => return None,
+        })
+    }
+
     /// Writes the event's `data` JSON (one line: serde_json never emits raw newlines).
     pub fn write_data(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self {
@@ -247,5 +267,27 @@ impl ErrorEvent {
     pub fn with_http_status(mut self, status: u16) -> Self {
         self.http_status = status;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_reads_back_what_write_data_wrote() {
+        let event = StreamEvent::Error(ErrorEvent::new("slow down".into(), true));
+        let mut data = Vec::new();
+        event.write_data(&mut data).unwrap();
+        let back = StreamEvent::parse(event.name(), std::str::from_utf8(&data).unwrap()).unwrap();
+        let StreamEvent::Error(e) = back else {
+            panic!("not an error event")
+        };
+        assert_eq!(
+            (e.error_code, e.description.as_str()),
+            (RATE_LIMIT_ERROR_CODE, "slow down")
+        );
+        assert!(StreamEvent::parse("no_such_event", "{}").is_none());
+        assert!(StreamEvent::parse("ai_answer_end", "{").is_none());
     }
 }
