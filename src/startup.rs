@@ -160,6 +160,16 @@ async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError>
     Ok(ToolRegistry::new(toolsets))
 }
 
+/// Building the encodings and the prompts allocates several times what they keep; glibc holds
+/// the freed pages until told otherwise, and an idle replica would carry them for its lifetime.
+fn release_start_up_garbage() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no live data.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 pub struct Application {
     listener: TcpListener,
     router: axum::Router,
@@ -217,6 +227,7 @@ impl Application {
             .await
             .map_err(|source| StartupError::Bind { addr, source })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        release_start_up_garbage();
         Ok(Application {
             listener,
             router: router(state),
