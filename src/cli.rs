@@ -348,6 +348,8 @@ impl Progress {
                         eprintln!("{}", c.trim());
                     }
                 }
+                // Not requested: the answer is printed whole when it ends.
+                StreamEvent::AnswerDelta(_) => {}
                 StreamEvent::TokenCount(t) => {
                     self.total_tokens = u64::from(t.metadata.tokens.total_tokens)
                 }

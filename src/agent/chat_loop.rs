@@ -20,8 +20,8 @@ use crate::context::truncation::{self, ToolBudget};
 use crate::llm::{CompletionRequest, LlmError};
 use crate::tools::{ExecutedCall, ToolContext, ToolOutput, execute, executed_from};
 use crate::wire::events::{
-    AiMessage, AnswerEnd, ApprovalRequired, ErrorEvent, PendingApproval, PendingFrontendToolCall,
-    StartToolCalling, TokenCount, ToolStatus,
+    AiMessage, AnswerDelta, AnswerEnd, ApprovalRequired, ErrorEvent, PendingApproval,
+    PendingFrontendToolCall, StartToolCalling, TokenCount, ToolStatus,
 };
 use crate::wire::request::FrontendToolMode;
 use crate::wire::response::{ResponseFormatReport, Truncation};
@@ -58,8 +58,8 @@ impl Agent {
         async_stream::stream! {
             let PreparedChat {
                 model, conversation, follow_up_actions, response_format, format_check, request_id,
-                tool_definitions, tools_tokens, frontend_tools, pause_for_approval, tool_budget,
-                tool_decisions, frontend_tool_results, request_headers,
+                tool_definitions, tools_tokens, frontend_tools, pause_for_approval, text_deltas,
+                tool_budget, tool_decisions, frontend_tool_results, request_headers,
             } = chat;
             let mut run = Run {
                 conv: conversation,
@@ -133,13 +133,53 @@ impl Agent {
                 }
                 let last_step = step == max_steps;
                 let tools = tool_definitions.as_deref().filter(|_| !last_step);
-                let request = CompletionRequest {
-                    model: &model,
-                    messages: run.conv.messages(),
-                    tools,
-                    response_format: response_format.as_ref(),
+                let (delta_sink, mut deltas) = match text_deltas {
+                    true => {
+                        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+                        (Some(tx), Some(rx))
+                    }
+                    false => (None, None),
                 };
-                let completion = match self.llm.complete(&request).await {
+                let result = {
+                    let request = CompletionRequest {
+                        model: &model,
+                        messages: run.conv.messages(),
+                        tools,
+                        response_format: response_format.as_ref(),
+                        text_deltas: delta_sink.as_ref(),
+                    };
+                    let call = self.llm.complete(&request);
+                    futures::pin_mut!(call);
+                    // Pieces of text are forwarded while the call runs; the ones still queued when
+                    // it ends go out, joined, before anything else of this step.
+                    loop {
+                        let Some(rx) = deltas.as_mut() else { break call.await };
+                        let piece = tokio::select! {
+                            biased;
+                            result = &mut call => Err(result),
+                            Some(piece) = rx.recv() => Ok(piece),
+                        };
+                        match piece {
+                            Ok(mut text) => {
+                                while let Ok(more) = rx.try_recv() {
+                                    text.push_str(&more);
+                                }
+                                yield StreamEvent::AnswerDelta(AnswerDelta { content: text });
+                            }
+                            Err(result) => {
+                                let mut rest = String::new();
+                                while let Ok(more) = rx.try_recv() {
+                                    rest.push_str(&more);
+                                }
+                                if !rest.is_empty() {
+                                    yield StreamEvent::AnswerDelta(AnswerDelta { content: rest });
+                                }
+                                break result;
+                            }
+                        }
+                    }
+                };
+                let completion = match result {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::warn!(model = %model.key, error = %e, "LLM call failed");
@@ -395,6 +435,8 @@ impl Agent {
             messages: &messages,
             tools: None,
             response_format,
+            // The repaired answer arrives whole in `ai_answer_end`.
+            text_deltas: None,
         };
         let completion = self.llm.complete(&request).await?;
         let text = completion.content.unwrap_or_default();

@@ -227,6 +227,7 @@ impl Agent {
             messages,
             tools: None,
             response_format: None,
+            text_deltas: None,
         };
         let mut last_error = CompactionError::EmptySummary;
         for attempt in 1..=2 {

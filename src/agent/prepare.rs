@@ -51,6 +51,8 @@ pub struct PreparedChat {
     pub frontend_tools: Vec<FrontendTool>,
     /// Streaming with `enable_tool_approval`: calls needing approval pause the stream.
     pub pause_for_approval: bool,
+    /// Streaming with `stream_deltas`: the LLM's text is also sent as it arrives.
+    pub text_deltas: bool,
     pub tool_budget: ToolBudget,
     pub tool_decisions: Vec<ToolDecision>,
     pub frontend_tool_results: Vec<FrontendToolResult>,
@@ -142,6 +144,7 @@ impl Agent {
             tools_tokens,
             frontend_tools,
             pause_for_approval: req.stream && req.enable_tool_approval,
+            text_deltas: req.stream && req.stream_deltas,
             tool_decisions,
             frontend_tool_results,
         })

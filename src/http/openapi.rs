@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::console::{INDEX_PATH, SCRIPT_PATH, STYLE_PATH};
 use crate::wire::events::{
-    AiMessage, AnswerEnd, ApprovalRequired, Compacted, CompactionStart, ErrorEvent,
+    AiMessage, AnswerDelta, AnswerEnd, ApprovalRequired, Compacted, CompactionStart, ErrorEvent,
     StartToolCalling, TokenCount, ToolCallResult,
 };
 use crate::wire::{ChatRequest, ChatResponse};
@@ -159,6 +159,13 @@ fn stream_events(g: &mut SchemaGenerator) -> Vec<(&'static str, Value, &'static 
             "ai_message",
             schema::<AiMessage>(g),
             "Assistant text (or reasoning) sent beside tool calls, and server notices.",
+        ),
+        (
+            "ai_answer_delta",
+            schema::<AnswerDelta>(g),
+            "Only with `stream_deltas: true` (a triage extension): the next piece of the \
+             assistant's text while the LLM writes it. The `ai_message` or `ai_answer_end` that \
+             follows carries the whole text.",
         ),
         (
             "token_count",

@@ -55,6 +55,9 @@ pub struct CompletionRequest<'a> {
     /// OpenAI `tools` array; `None` withholds tools (the last step must answer).
     pub tools: Option<&'a RawValue>,
     pub response_format: Option<&'a Value>,
+    /// Receives each piece of answer text as it arrives (`stream_deltas`). Unbounded: the
+    /// pieces of one answer are bounded by the per-answer cap, like the answer itself.
+    pub text_deltas: Option<&'a tokio::sync::mpsc::UnboundedSender<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -154,7 +157,7 @@ impl LlmClient {
                         // No retry once the answer has started: free the request body (the
                         // whole history) for the rest of a possibly long stream.
                         drop(body.take());
-                        return self.read(response, req.model).await;
+                        return self.read(response, req.model, req.text_deltas).await;
                     }
                     Err(e) => e,
                 };
@@ -252,6 +255,7 @@ impl LlmClient {
         &self,
         response: reqwest::Response,
         model: &ModelConfig,
+        text_deltas: Option<&tokio::sync::mpsc::UnboundedSender<String>>,
     ) -> Result<Completion, LlmError> {
         // A runaway answer (a server that never stops) is cut at twice the output budget;
         // four bytes a token is a generous estimate that needs no tokenizer in the hot loop.
@@ -286,6 +290,12 @@ impl LlmClient {
                     data.chars().take(200).collect::<String>()
                 ))
             })?;
+            if let Some(sink) = text_deltas
+                && let Some(text) = chunk.content_delta()
+            {
+                // A receiver that is gone (the run was dropped) needs nothing more.
+                let _ = sink.send(text.to_owned());
+            }
             acc.push(chunk).map_err(|message| LlmError::Upstream {
                 status: 200,
                 message,

@@ -16,6 +16,17 @@ pub(crate) struct Chunk {
     error: Option<serde_json::Value>,
 }
 
+impl Chunk {
+    /// The answer text this chunk adds, if any.
+    pub fn content_delta(&self) -> Option<&str> {
+        self.choices
+            .iter()
+            .filter_map(|c| c.delta.as_ref().or(c.message.as_ref()))
+            .filter_map(|d| d.content.as_deref())
+            .find(|c| !c.is_empty())
+    }
+}
+
 #[derive(Debug, Deserialize)]
 struct Choice {
     #[serde(default)]

@@ -12,6 +12,7 @@ pub enum StreamEvent {
     StartToolCalling(StartToolCalling),
     ToolCallingResult(Box<ToolCallResult>),
     AiMessage(AiMessage),
+    AnswerDelta(AnswerDelta),
     TokenCount(TokenCount),
     ApprovalRequired(Box<ApprovalRequired>),
     CompactionStart(CompactionStart),
@@ -26,6 +27,7 @@ impl StreamEvent {
             StreamEvent::StartToolCalling(_) => "start_tool_calling",
             StreamEvent::ToolCallingResult(_) => "tool_calling_result",
             StreamEvent::AiMessage(_) => "ai_message",
+            StreamEvent::AnswerDelta(_) => "ai_answer_delta",
             StreamEvent::TokenCount(_) => "token_count",
             StreamEvent::ApprovalRequired(_) => "approval_required",
             StreamEvent::CompactionStart(_) => "conversation_history_compaction_start",
@@ -45,6 +47,7 @@ impl StreamEvent {
             "start_tool_calling" => StreamEvent::StartToolCalling(json(data)?),
             "tool_calling_result" => StreamEvent::ToolCallingResult(json(data)?),
             "ai_message" => StreamEvent::AiMessage(json(data)?),
+            "ai_answer_delta" => StreamEvent::AnswerDelta(json(data)?),
             "token_count" => StreamEvent::TokenCount(json(data)?),
             "approval_required" => StreamEvent::ApprovalRequired(json(data)?),
             "conversation_history_compaction_start" => StreamEvent::CompactionStart(json(data)?),
@@ -61,6 +64,7 @@ impl StreamEvent {
             StreamEvent::StartToolCalling(p) => serde_json::to_writer(out, p),
             StreamEvent::ToolCallingResult(p) => serde_json::to_writer(out, p),
             StreamEvent::AiMessage(p) => serde_json::to_writer(out, p),
+            StreamEvent::AnswerDelta(p) => serde_json::to_writer(out, p),
             StreamEvent::TokenCount(p) => serde_json::to_writer(out, p),
             StreamEvent::ApprovalRequired(p) => serde_json::to_writer(out, p),
             StreamEvent::CompactionStart(p) => serde_json::to_writer(out, p),
@@ -124,6 +128,14 @@ pub struct ToolResultBody {
     pub params: Value,
     pub icon_url: Option<String>,
     pub elapsed_seconds: Option<f64>,
+}
+
+/// `ai_answer_delta` (opt-in with `stream_deltas`): the next piece of the assistant's text, as
+/// the LLM writes it. The pieces of one LLM call, joined, are the text of the `ai_message` or
+/// `ai_answer_end` that follows (before `response_format` clean-up).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AnswerDelta {
+    pub content: String,
 }
 
 /// `ai_message`: assistant text or reasoning beside tool calls, or a server notice.

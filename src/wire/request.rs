@@ -45,6 +45,11 @@ pub struct ChatRequest {
     /// Prompt section key → enabled.
     #[serde(default)]
     pub behavior_controls: Option<HashMap<String, bool>>,
+    /// A triage extension, with `stream`: also send the assistant's text while the LLM writes
+    /// it, in `ai_answer_delta` events. The `ai_message` or `ai_answer_end` that follows still
+    /// carries the whole text, so clients that ignore unknown events lose nothing.
+    #[serde(default)]
+    pub stream_deltas: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -315,6 +315,22 @@ test("compaction: the start and compacted notices appear, then the answer", asyn
   await page.context().close();
 });
 
+test("typing: the answer's text shows while the model writes it, then the rendered answer replaces it", async () => {
+  await harness.script([{ text: "Checking **the** pods one by one, then the events.", chunk_delay_ms: 250 }]);
+  const page = await openConsole();
+  await ask(page, "What is wrong?");
+  const turn = page.locator(".turn").first();
+  // Mid-answer: the draft holds the first words, and no answer has been rendered yet.
+  await page.waitForFunction(() => /Checking \*\*the\*\*/.test(document.querySelector(".turn .draft")?.textContent || ""));
+  assert.equal(await turn.locator(".answer").count(), 0, "the answer is still being written");
+  await turn.locator(".answer").waitFor();
+  assert.equal(await turn.locator(".draft").count(), 0, "the draft gives way to the answer");
+  assert.equal(await turn.locator(".answer strong").textContent(), "the");
+  assert.equal(await turn.locator(".answer").textContent(), "Checking the pods one by one, then the events.");
+  assertNoPageErrors(page);
+  await page.context().close();
+});
+
 test("markdown renderer: model text never becomes markup or script", async () => {
   const page = await openConsole();
   const vectors = [

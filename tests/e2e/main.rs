@@ -12,6 +12,7 @@ mod chat_basic;
 mod cli;
 mod compaction;
 mod conversation;
+mod deltas;
 mod faults;
 mod frontend_tools;
 mod fuzz;

@@ -503,7 +503,23 @@
       return this.add(box);
     }
 
+    // Text while the LLM writes it (ai_answer_delta); the ai_message or ai_answer_end that
+    // follows replaces it with the rendered whole.
+    delta(p) {
+      if (typeof p.content !== "string") return;
+      if (!this.draft) this.draft = this.add(el("div", "draft", ""));
+      const stick = nearBottom();
+      this.draft.textContent += p.content;
+      if (stick) scrollDown(true);
+    }
+
+    dropDraft() {
+      if (this.draft) this.draft.remove();
+      this.draft = null;
+    }
+
     aiMessage(p) {
+      this.dropDraft();
       if (p.reasoning) {
         const d = el("details", "reasoning");
         d.append(el("summary", "", "Reasoning"), el("div", "reasoning-text", p.reasoning));
@@ -570,6 +586,7 @@
     }
 
     answer(p) {
+      this.dropDraft();
       if (p.analysis && p.analysis.trim()) this.add(markdownBlock("answer", p.analysis));
       else this.notice("info", "The model gave no answer text.");
       for (const text of this.highlights) highlight(text);
@@ -776,6 +793,9 @@
 
   function handleEvent(turn, name, payload) {
     switch (name) {
+      case "ai_answer_delta":
+        turn.delta(payload);
+        break;
       case "ai_message":
         turn.aiMessage(payload);
         showUsage(payload.metadata);
@@ -824,7 +844,7 @@
   // POSTs a chat request and renders its stream into `turn`.
   async function send(fields, turn) {
     const body = Object.assign(
-      { stream: true, enable_tool_approval: true, frontend_tools: FRONTEND_TOOLS },
+      { stream: true, stream_deltas: true, enable_tool_approval: true, frontend_tools: FRONTEND_TOOLS },
       fields,
     );
     const model = $("model").value;
