@@ -28,7 +28,7 @@ use crate::wire::response::{ResponseFormatReport, Truncation};
 use crate::wire::{Message, StreamEvent, ToolCall};
 
 /// Tool calls of one reply that run at the same time (HolmesGPT uses a pool of 16).
-const MAX_PARALLEL_TOOLS: usize = 16;
+pub(super) const MAX_PARALLEL_TOOLS: usize = 16;
 
 /// Mutable state of one request's run.
 pub(super) struct Run {

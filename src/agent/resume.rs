@@ -6,7 +6,9 @@
 use std::collections::HashMap;
 
 use super::Agent;
-use super::chat_loop::{Run, tool_result_event};
+use futures::StreamExt;
+
+use super::chat_loop::{MAX_PARALLEL_TOOLS, Run, tool_result_event};
 use crate::context::tokens::Tokenizer;
 use crate::tools::{ExecutedCall, ToolContext, ToolOutput, execute, executed_from};
 use crate::wire::events::{ErrorEvent, ToolStatus};
@@ -59,12 +61,31 @@ impl Agent {
         }
         let mut answered: Vec<(usize, Message)> = Vec::new();
         let mut events = Vec::new();
-        // Approvals first, then frontend results, as the reference reports them.
+        // Approved calls run at the same time, as the calls of one reply do; results are
+        // reported in the order of the history. Approvals first, then frontend results, as the
+        // reference reports them.
+        let headers = run.request_headers.clone();
+        // A plain loop, not an iterator closure: the closure's lifetimes make the request's
+        // future not provably `Send`.
+        let mut approved = Vec::new();
+        for p in &pending {
+            if p.kind == Kind::Approval {
+                approved.push(self.decide(&p.call, decisions, &headers));
+            }
+        }
+        let decided: Vec<ExecutedCall> = futures::stream::iter(approved)
+            .buffered(MAX_PARALLEL_TOOLS)
+            .collect()
+            .await;
+        let mut decided = decided.into_iter();
         for kind in [Kind::Approval, Kind::Frontend] {
             for p in pending.iter().filter(|p| p.kind == kind) {
-                let mut executed = match kind {
-                    Kind::Approval => self.decide(&p.call, decisions, &run.request_headers).await,
-                    Kind::Frontend => frontend_result(&p.call, frontend_results),
+                let executed = match kind {
+                    Kind::Approval => decided.next(),
+                    Kind::Frontend => Some(frontend_result(&p.call, frontend_results)),
+                };
+                let Some(mut executed) = executed else {
+                    continue;
                 };
                 self.finish_result(run, &mut executed, tok);
                 // Only a call that ran counts for the duplicate guard: a denied one may be

@@ -374,3 +374,69 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[tokio::test]
+async fn approved_calls_of_one_resume_run_at_the_same_time() {
+    let app = spawn_app().await;
+    let dir = tempfile_dir();
+    // Each command marks itself, then waits for the other's mark: run one after the other,
+    // the first would wait until its 10 s timeout and fail.
+    let rendezvous = |me: &str, other: &str| {
+        format!(
+            "touch {d}/{me}; while [ ! -e {d}/{other} ]; do sleep 0.05; done; echo {me}-done",
+            d = dir.display()
+        )
+    };
+    app.llm.push(Step::tools(vec![
+        (
+            "first",
+            "bash",
+            json!({"command": rendezvous("a", "b"), "timeout": 10}),
+        ),
+        (
+            "second",
+            "bash",
+            json!({"command": rendezvous("b", "a"), "timeout": 10}),
+        ),
+    ]));
+    let events = app
+        .chat_sse(&json!({"ask": "sync them", "enable_tool_approval": true}))
+        .await;
+    let paused = &events.last().unwrap().data;
+    assert_eq!(
+        paused["pending_approvals"].as_array().map(Vec::len),
+        Some(2),
+        "{paused}"
+    );
+
+    app.llm.push(Step::text("Both ran."));
+    let events = app
+        .chat_sse(
+            &json!({"ask": "", "conversation_history": paused["conversation_history"],
+            "enable_tool_approval": true,
+            "tool_decisions": [{"tool_call_id": "first", "approved": true},
+                               {"tool_call_id": "second", "approved": true}]}),
+        )
+        .await;
+    assert_eq!(
+        names(&events),
+        [
+            "tool_calling_result",
+            "tool_calling_result",
+            "token_count",
+            "ai_answer_end"
+        ]
+    );
+    // Reported in the order of the history.
+    for (event, (id, out)) in events
+        .iter()
+        .zip([("first", "a-done"), ("second", "b-done")])
+    {
+        assert_eq!(event.data["tool_call_id"], id);
+        assert_eq!(event.data["result"]["status"], "success", "{}", event.data);
+        assert_eq!(
+            event.data["result"]["data"].as_str().map(str::trim),
+            Some(out)
+        );
+    }
+}
