@@ -99,6 +99,8 @@ impl Agent {
                                 metrics::counter!("triage_compactions_total", "outcome" => "compacted").increment(1);
                                 yield StreamEvent::Compacted(Box::new(outcome.event));
                                 yield StreamEvent::AiMessage(AiMessage { content: Some(notice), reasoning: None, metadata: None });
+                                // The reference reports the smaller context here too: meters update at once.
+                                yield StreamEvent::TokenCount(TokenCount { metadata: run.metadata(tools_tokens, &model) });
                                 run.seen_calls.clear();
                             }
                             Ok(None) => {

@@ -170,7 +170,8 @@ fn stream_events(g: &mut SchemaGenerator) -> Vec<(&'static str, Value, &'static 
         (
             "token_count",
             schema::<TokenCount>(g),
-            "Token usage of the conversation, after each LLM call.",
+            "Token usage of the conversation: after each LLM call, after tool results join it, and \
+             after a compaction.",
         ),
         (
             "conversation_history_compaction_start",

@@ -50,12 +50,25 @@ async fn long_incoming_history_is_compacted_before_the_first_call() {
             "conversation_history_compacted",
             "ai_message",
             "token_count",
+            "token_count",
             "ai_answer_end"
         ]
     );
     let start = &events[0].data;
     let initial = start["metadata"]["initial_tokens"].as_u64().unwrap();
     assert!(initial > 2400, "{start}");
+    // The token_count right after the notice already shows the compacted conversation.
+    let after = events[3].data["metadata"]["tokens"]["total_tokens"]
+        .as_u64()
+        .unwrap();
+    let compacted = events[1].data["metadata"]["compacted_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(after < initial, "{after} after, {initial} before");
+    assert!(
+        after >= compacted,
+        "{after} counts the compacted history ({compacted}) and more"
+    );
     assert_eq!(start["metadata"]["num_messages"], 4);
     assert_eq!(start["metadata"]["max_context_size"], 8000);
     assert_eq!(start["metadata"]["threshold_pct"], 95);
@@ -116,7 +129,7 @@ async fn long_incoming_history_is_compacted_before_the_first_call() {
     }));
     // The answer request ran on the compacted history.
     assert_eq!(app.llm_messages(1).len(), 3);
-    let end = &events[4].data;
+    let end = &events[5].data;
     assert_eq!(end["conversation_history"].as_array().unwrap().len(), 4);
     assert_eq!(end["metadata"]["costs"], Value::Null);
 }
@@ -147,6 +160,7 @@ async fn growth_during_a_request_triggers_compaction() {
             "conversation_history_compaction_start",
             "conversation_history_compacted",
             "ai_message",
+            "token_count",
             "token_count",
             "ai_answer_end"
         ]
