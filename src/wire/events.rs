@@ -148,7 +148,8 @@ pub struct AiMessage {
     pub metadata: Option<Metadata>,
 }
 
-/// `token_count`: the conversation's token usage, after each LLM call, after tool results and after a compaction.
+/// `token_count`: the conversation's token usage, after each LLM call, after tool results and
+/// after a compaction.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TokenCount {
     pub metadata: Metadata,
