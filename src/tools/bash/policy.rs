@@ -167,13 +167,15 @@ impl Policy {
         }
     }
 
+    /// Each path counts under its own name and, when it is or sits behind a link, under the
+    /// name of what it points to.
     pub fn with_sensitive_paths(mut self, paths: impl IntoIterator<Item = String>) -> Policy {
-        self.extra_sensitive.extend(
-            paths
-                .into_iter()
-                .filter(|p| p.starts_with('/'))
-                .map(|p| normalize(&p)),
-        );
+        for path in paths.into_iter().filter(|p| p.starts_with('/')) {
+            let canonical = canonical_path(&path);
+            self.extra_sensitive.push(normalize(&path));
+            self.extra_sensitive.extend(canonical);
+        }
+        self.extra_sensitive.dedup();
         self
     }
 
@@ -647,6 +649,13 @@ fn path_ends(rest: &str) -> bool {
         .is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
 }
 
+/// The path with every link resolved, if it exists and is UTF-8.
+fn canonical_path(path: &str) -> Option<String> {
+    std::fs::canonicalize(path)
+        .ok()
+        .and_then(|p| p.into_os_string().into_string().ok())
+}
+
 fn contains_path(haystack: &str, path: &str) -> bool {
     haystack
         .match_indices(path)
@@ -683,12 +692,24 @@ fn sensitive_path(word: &str, policy: &Policy) -> Option<String> {
         } else {
             normalize(&format!("{}/{cand}", policy.cwd))
         };
+        // A link names what it points to (`/tmp/x -> /etc/shadow`): paths that exist are
+        // also checked under their real name.
+        let real = cand
+            .contains('/')
+            .then(|| canonical_path(&resolved))
+            .flatten();
         for p in &all {
-            if contains_path(&norm, p) || starts_with_path(&resolved, p) {
+            if contains_path(&norm, p)
+                || starts_with_path(&resolved, p)
+                || real.as_deref().is_some_and(|r| starts_with_path(r, p))
+            {
                 return Some(p.clone());
             }
         }
-        for path in [&norm, &resolved] {
+        for path in [Some(&norm), Some(&resolved), real.as_ref()]
+            .into_iter()
+            .flatten()
+        {
             let comps: Vec<&str> = path
                 .split('/')
                 .map(bare)
@@ -994,6 +1015,42 @@ mod tests {
             panic!()
         };
         assert!(r.contains("could not be parsed"), "{r}");
+    }
+
+    #[test]
+    fn links_are_judged_by_what_they_point_to() {
+        let dir = std::env::temp_dir().join(format!("triage-links-{}", std::process::id()));
+        let secret = dir.join("secret");
+        let public = dir.join("public");
+        std::fs::create_dir_all(&secret).unwrap();
+        std::fs::create_dir_all(&public).unwrap();
+        std::fs::write(secret.join("token"), "x").unwrap();
+        let link = public.join("innocent");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(secret.join("token"), &link).unwrap();
+        // The configured path is itself behind a link: its real name counts too.
+        let alias = dir.join("alias");
+        let _ = std::fs::remove_file(&alias);
+        std::os::unix::fs::symlink(&secret, &alias).unwrap();
+        let p = policy().with_sensitive_paths([alias.display().to_string()]);
+        let secret = secret.display().to_string();
+        for cmd in [
+            format!("cat {}", link.display()),
+            format!("cat {}/token", alias.display()),
+            format!("grep -r x {secret}"),
+        ] {
+            assert!(
+                matches!(classify(&cmd, &p), Verdict::Refused(ref r) if r.contains("is a sensitive path")),
+                "{cmd}: {:?}",
+                classify(&cmd, &p)
+            );
+        }
+        // An ordinary path is fine.
+        assert_eq!(
+            classify(&format!("cat {}", public.display()), &p),
+            Verdict::Allowed
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
