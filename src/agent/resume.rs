@@ -65,43 +65,39 @@ impl Agent {
         // reported in the order of the history. Approvals first, then frontend results, as the
         // reference reports them.
         let headers = run.request_headers.clone();
+        let approvals: Vec<&Pending> = pending
+            .iter()
+            .filter(|p| p.kind == Kind::Approval)
+            .collect();
         // A plain loop, not an iterator closure: the closure's lifetimes make the request's
         // future not provably `Send`.
-        let mut approved = Vec::new();
-        for p in &pending {
-            if p.kind == Kind::Approval {
-                approved.push(self.decide(&p.call, decisions, &headers));
-            }
+        let mut decisions_run = Vec::with_capacity(approvals.len());
+        for p in &approvals {
+            decisions_run.push(self.decide(&p.call, decisions, &headers));
         }
-        let decided: Vec<ExecutedCall> = futures::stream::iter(approved)
+        let decided: Vec<ExecutedCall> = futures::stream::iter(decisions_run)
             .buffered(MAX_PARALLEL_TOOLS)
             .collect()
             .await;
-        let mut decided = decided.into_iter();
-        for kind in [Kind::Approval, Kind::Frontend] {
-            for p in pending.iter().filter(|p| p.kind == kind) {
-                let executed = match kind {
-                    Kind::Approval => decided.next(),
-                    Kind::Frontend => Some(frontend_result(&p.call, frontend_results)),
-                };
-                let Some(mut executed) = executed else {
-                    continue;
-                };
-                self.finish_result(run, &mut executed, tok);
-                // Only a call that ran counts for the duplicate guard: a denied one may be
-                // asked for again.
-                if executed.result.result.elapsed_seconds.is_some() {
-                    run.seen_calls.insert((
-                        p.call.function.name.clone(),
-                        super::approvals::canonical(&p.call.function.arguments),
-                    ));
-                }
-                events.push(tool_result_event(&executed));
-                answered.push((
-                    p.message_index,
-                    Message::tool(&p.call.id, &p.call.function.name, executed.content),
+        let frontend = pending
+            .iter()
+            .filter(|p| p.kind == Kind::Frontend)
+            .map(|p| (p, frontend_result(&p.call, frontend_results)));
+        for (p, mut executed) in approvals.into_iter().zip(decided).chain(frontend) {
+            self.finish_result(run, &mut executed, tok);
+            // Only a call that ran counts for the duplicate guard: a denied one may be
+            // asked for again.
+            if executed.result.result.elapsed_seconds.is_some() {
+                run.seen_calls.insert((
+                    p.call.function.name.clone(),
+                    super::approvals::canonical(&p.call.function.arguments),
                 ));
             }
+            events.push(tool_result_event(&executed));
+            answered.push((
+                p.message_index,
+                Message::tool(&p.call.id, &p.call.function.name, executed.content),
+            ));
         }
         insert_results(run, answered);
         Ok(events)

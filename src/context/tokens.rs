@@ -165,6 +165,47 @@ mod tests {
         }
     }
 
+    /// The same tokens as tiktoken-rs (OpenAI's tiktoken in Rust), which triage used before.
+    fn assert_same_as_tiktoken_rs(text: &str) {
+        let cases = [
+            (Tokenizer::O200k, tiktoken_rs::o200k_base_singleton()),
+            (Tokenizer::Cl100k, tiktoken_rs::cl100k_base_singleton()),
+        ];
+        for (ours, reference) in cases {
+            let want = reference.encode_ordinary(text);
+            assert_eq!(ours.encoding().encode(text), want, "{ours:?}: {text:?}");
+            assert_eq!(ours.count(text) as usize, want.len(), "{ours:?}: {text:?}");
+        }
+    }
+
+    #[test]
+    fn the_repositorys_own_texts_tokenize_as_with_tiktoken_rs() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("README.md"), root.join("BENCHMARKS.md")];
+        for dir in ["prompts", "src/context", "src/http/console"] {
+            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+                files.push(entry.unwrap().path());
+            }
+        }
+        for file in files {
+            assert_same_as_tiktoken_rs(&std::fs::read_to_string(&file).unwrap());
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(300))]
+        #[test]
+        fn mixed_scripts_tokenize_as_with_tiktoken_rs(
+            chars in proptest::collection::vec(proptest::sample::select(
+                " \t\n\r\u{a0}aAzZ09'sllvedre.,;:!?()[]{}<>/\\\"-_=+*&^%$#@~`|日本語のテキスト中文한국어ßéüñøΩπ€😀🚀👍🏽\u{200d}\u{301}\u{feff}"
+                    .chars()
+                    .collect::<Vec<char>>(),
+            ), 0..300)
+        ) {
+            assert_same_as_tiktoken_rs(&chars.into_iter().collect::<String>());
+        }
+    }
+
     #[test]
     fn counts_text_and_tool_calls_separately() {
         let tok = Tokenizer::O200k;

@@ -165,7 +165,7 @@ fn stream_events(g: &mut SchemaGenerator) -> Vec<(&'static str, Value, &'static 
             schema::<AnswerDelta>(g),
             "Only with `stream_deltas: true` (a triage extension): the next piece of the \
              assistant's text while the LLM writes it. The `ai_message` or `ai_answer_end` that \
-             follows carries the whole text.",
+             follows carries the whole text; if the LLM call fails, an `error` follows instead.",
         ),
         (
             "token_count",

@@ -290,17 +290,16 @@ impl LlmClient {
                     data.chars().take(200).collect::<String>()
                 ))
             })?;
-            if let Some(sink) = text_deltas
-                && let Some(text) = chunk.content_delta()
-            {
-                // A receiver that is gone (the run was dropped) needs nothing more.
-                let _ = sink.send(text.to_owned());
-            }
+            let piece = text_deltas.and_then(|_| chunk.content_delta());
             acc.push(chunk).map_err(|message| LlmError::Upstream {
                 status: 200,
                 message,
                 retry_after: None,
             })?;
+            // Only text the answer accepted; a receiver that is gone needs nothing more.
+            if let (Some(sink), Some(piece)) = (text_deltas, piece) {
+                let _ = sink.send(piece);
+            }
             if acc.output_len() > cap_bytes {
                 return Err(LlmError::Protocol(format!(
                     "the answer exceeded the per-answer cap of about {} tokens (twice the model's output budget); the stream was stopped",

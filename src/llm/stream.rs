@@ -17,13 +17,15 @@ pub(crate) struct Chunk {
 }
 
 impl Chunk {
-    /// The answer text this chunk adds, if any.
-    pub fn content_delta(&self) -> Option<&str> {
-        self.choices
+    /// The answer text this chunk adds (joined over choices, as the assembler joins them).
+    pub fn content_delta(&self) -> Option<String> {
+        let text: String = self
+            .choices
             .iter()
             .filter_map(|c| c.delta.as_ref().or(c.message.as_ref()))
             .filter_map(|d| d.content.as_deref())
-            .find(|c| !c.is_empty())
+            .collect();
+        (!text.is_empty()).then_some(text)
     }
 }
 

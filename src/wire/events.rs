@@ -132,7 +132,8 @@ pub struct ToolResultBody {
 
 /// `ai_answer_delta` (opt-in with `stream_deltas`): the next piece of the assistant's text, as
 /// the LLM writes it. The pieces of one LLM call, joined, are the text of the `ai_message` or
-/// `ai_answer_end` that follows (before `response_format` clean-up).
+/// `ai_answer_end` that follows (before `response_format` clean-up), unless the call fails and
+/// an `error` follows instead.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct AnswerDelta {
     pub content: String,

@@ -47,7 +47,8 @@ pub struct ChatRequest {
     pub behavior_controls: Option<HashMap<String, bool>>,
     /// A triage extension, with `stream`: also send the assistant's text while the LLM writes
     /// it, in `ai_answer_delta` events. The `ai_message` or `ai_answer_end` that follows still
-    /// carries the whole text, so clients that ignore unknown events lose nothing.
+    /// carries the whole text (or an `error` ends the stream), so clients that ignore unknown
+    /// events lose nothing.
     #[serde(default)]
     pub stream_deltas: bool,
 }

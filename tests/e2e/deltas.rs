@@ -6,7 +6,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::fake_llm::{Step, ToolCall};
-use crate::helpers::{Event, names, spawn_app};
+use crate::helpers::{Event, names, spawn_app, spawn_app_with};
 
 /// The joined `ai_answer_delta` texts between two non-delta events, one entry per run.
 fn delta_runs(events: &[Event]) -> Vec<String> {
@@ -27,8 +27,9 @@ fn delta_runs(events: &[Event]) -> Vec<String> {
 
 #[tokio::test]
 async fn text_arrives_before_the_llm_has_finished() {
-    let app = spawn_app().await;
-    // The LLM sends its first words and then nothing: only a delta can show them.
+    // The LLM sends its first words and then nothing: only a delta can show them. The idle
+    // timeout is longer than the wait, so an error ending the call cannot flush them instead.
+    let app = spawn_app_with("[llm]\nidle_timeout_secs = 60.0\n").await;
     app.llm.push(Step::HangAfterFirstChunk {
         first: "Checking the pods".into(),
     });
@@ -53,6 +54,7 @@ async fn text_arrives_before_the_llm_has_finished() {
         Ok(true),
         "no delta while the LLM is mid-answer: {seen:?}"
     );
+    assert!(!seen.contains("event: error"), "{seen:?}");
     // Hanging up cancels the LLM call, as for any stream.
     drop(body);
     assert!(

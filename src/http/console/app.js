@@ -497,6 +497,7 @@
     }
 
     error(text) {
+      this.cutDraft();
       const box = el("div", "notice notice-error");
       box.setAttribute("role", "alert");
       box.append(el("strong", "", "Error: "), document.createTextNode(text));
@@ -509,8 +510,15 @@
       if (typeof p.content !== "string") return;
       if (!this.draft) this.draft = this.add(el("div", "draft", ""));
       const stick = nearBottom();
-      this.draft.textContent += p.content;
+      this.draft.append(document.createTextNode(p.content));
       if (stick) scrollDown(true);
+    }
+
+    // Text the model was writing when the request failed or was stopped stays, marked as
+    // cut off.
+    cutDraft() {
+      if (this.draft) this.draft.classList.add("incomplete");
+      this.draft = null;
     }
 
     dropDraft() {
@@ -901,7 +909,10 @@
       } catch (e) {
         if (!controller.signal.aborted) turn.error(`The stream broke off: ${e.message}`);
       }
-      if (controller.signal.aborted) turn.notice("info", "Stopped.");
+      if (controller.signal.aborted) {
+        turn.cutDraft();
+        turn.notice("info", "Stopped.");
+      }
       else if (!ended) turn.error("The stream ended before the answer was complete.");
     } finally {
       if (state.controller === controller) state.controller = null;
