@@ -111,7 +111,7 @@ fn instructions(policy: &Policy) -> String {
          `&`; `2>&1` and `2>/dev/null` are fine. Quote arguments that contain spaces or \
          special characters (`'*.log'`, `'jsonpath={{.items[*].metadata.name}}'`), as \
          unquoted globs need approval. Reading Kubernetes Secrets and credential files is \
-         refused.\n"
+         refused, also through a link or a glob that reaches them.\n"
     )
 }
 

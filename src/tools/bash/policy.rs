@@ -299,6 +299,15 @@ fn check_segment(seg: &Segment, policy: &Policy) -> SegmentVerdict {
                 return SegmentVerdict::Refused(format!("{p} is a sensitive path"));
             }
         }
+        // A glob needs approval, but what it reaches is not shown to the user who approves.
+        if w.glob
+            && let Some(p) = sensitive_glob_match(&w.expanded, policy)
+        {
+            return SegmentVerdict::Refused(format!(
+                "'{}' reaches {p}, a sensitive path; name the files you need",
+                w.text
+            ));
+        }
     }
     if let Some(entry) = policy.deny.iter().find(|e| deny_match(e, &texts)) {
         return SegmentVerdict::Refused(denied(entry));
@@ -649,6 +658,33 @@ fn path_ends(rest: &str) -> bool {
         .is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
 }
 
+/// At most this many paths of one glob are checked: enough for any directory a command is
+/// meant to read, and a bound on the work for patterns such as `/*/*/*`.
+const MAX_GLOB_MATCHES: usize = 10_000;
+
+/// The first sensitive path a glob reaches now, expanded as bash expands it: `*` stops at
+/// `/`, dotfiles only by an explicit dot, `**` is `*` (no globstar). Quoted glob characters
+/// are treated as globs too, which can only find more.
+fn sensitive_glob_match(pattern: &str, policy: &Policy) -> Option<String> {
+    let mut pattern = pattern.to_owned();
+    while pattern.contains("**") {
+        pattern = pattern.replace("**", "*");
+    }
+    if !pattern.starts_with('/') {
+        pattern = format!("{}/{pattern}", policy.cwd);
+    }
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: true,
+    };
+    glob::glob_with(&pattern, options)
+        .ok()?
+        .take(MAX_GLOB_MATCHES)
+        .flatten()
+        .find_map(|path| path.to_str().and_then(|p| sensitive_path(p, policy)))
+}
+
 /// The path with every link resolved, if it exists and is UTF-8.
 fn canonical_path(path: &str) -> Option<String> {
     std::fs::canonicalize(path)
@@ -825,7 +861,8 @@ mod tests {
         ("kubectl delete pod x", Approval),
         ("kubectl apply -f x.yaml", Approval),
         ("curl http://x", Approval),
-        ("ls /etc/*", Approval),
+        ("ls /etc/*", Refused), // reaches /etc/shadow
+        ("ls /etc/host*", Approval),
         ("cat /etc/*.conf", Approval),
         ("ls {a,b}", Approval),
         ("ls ~root", Approval),
@@ -865,7 +902,7 @@ mod tests {
         ("kubectl get -f https://example.com/x.yaml", Approval),
         ("kubectl get pods --server=https://evil.example", Approval),
         ("kubectl get pods -s https://evil.example", Approval),
-        ("cat /proc/1/env*", Approval),
+        ("cat /proc/1/env*", Refused), // reaches /proc/1/environ
         // Refused.
         ("for i in 1 2; do echo $i; done", Refused),
         ("echo $(cat /etc/passwd)", Refused),
@@ -1045,7 +1082,22 @@ mod tests {
                 classify(&cmd, &p)
             );
         }
-        // An ordinary path is fine.
+        // A glob reaching the secret through its real name or the link is refused; an
+        // ordinary path is fine, and an ordinary glob still only needs approval.
+        for cmd in [
+            format!("cat {}/sec*/tok*", dir.display()),
+            format!("cat {}/public/inn*", dir.display()),
+            format!("cat {}/*/*", dir.display()),
+        ] {
+            let Verdict::Refused(r) = classify(&cmd, &p) else {
+                panic!("{cmd}: {:?}", classify(&cmd, &p))
+            };
+            assert!(r.contains("a sensitive path; name the files"), "{r}");
+        }
+        assert!(matches!(
+            classify(&format!("ls {}/pub*", dir.display()), &p),
+            Verdict::NeedsApproval(_)
+        ));
         assert_eq!(
             classify(&format!("cat {}", public.display()), &p),
             Verdict::Allowed
