@@ -49,6 +49,7 @@ pub fn install_crypto_provider() {
 /// Everything a request needs, built once: also used in-process by the CLI.
 pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError> {
     install_crypto_provider();
+    protect_process_memory();
     let models = ModelRegistry::from_settings(settings)?;
     // Build the encodings the configured models use now, so the first request does not pay
     // for it; an encoding no model uses (tens of MiB) is never loaded.
@@ -129,6 +130,17 @@ fn secrets_of(settings: &Settings) -> Vec<String> {
     secrets
 }
 
+/// The bash settings, with the kubeconfig the kubernetes toolset uses among the paths bash
+/// commands may not name.
+fn bash_settings(cfg: &ToolsetSettings) -> tools::bash::BashConfig {
+    let mut bash = cfg.bash.clone();
+    if let Some(kubeconfig) = &cfg.kubernetes.kubeconfig {
+        let path = std::path::absolute(kubeconfig).unwrap_or_else(|_| kubeconfig.clone());
+        bash.sensitive_paths.push(path.display().to_string());
+    }
+    bash
+}
+
 async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError> {
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
@@ -139,7 +151,7 @@ async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError>
     );
     let toolsets = vec![
         tools::core_toolset(),
-        tools::bash::toolset(&cfg.bash),
+        tools::bash::toolset(&bash_settings(cfg)),
         kubernetes,
         prometheus,
         tools::internet::toolset(&cfg.internet, &http),
@@ -158,6 +170,19 @@ async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError>
         }
     }
     Ok(ToolRegistry::new(toolsets))
+}
+
+/// Tools run as triage's user, and a process may read its own user's `/proc/PID/environ` and
+/// `/proc/PID/mem`: triage's API keys would be one `cat` away. Not dumpable, triage's
+/// `/proc` files belong to root; its children get the flag back when they exec.
+fn protect_process_memory() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(PR_SET_DUMPABLE, 0) changes a flag of this process and nothing else.
+    unsafe {
+        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
+            tracing::warn!("could not mark the process non-dumpable: tools may read its memory");
+        }
+    }
 }
 
 /// Building the encodings and the prompts allocates several times what they keep; glibc holds
@@ -308,6 +333,25 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_process_is_not_dumpable() {
+        protect_process_memory();
+        // SAFETY: PR_GET_DUMPABLE only reads the flag.
+        assert_eq!(unsafe { libc::prctl(libc::PR_GET_DUMPABLE) }, 0);
+    }
+
+    #[test]
+    fn the_kubernetes_kubeconfig_is_sensitive_for_bash() {
+        let mut cfg = ToolsetSettings::default();
+        cfg.kubernetes.kubeconfig = Some("/etc/triage/kubeconfig".into());
+        assert!(
+            bash_settings(&cfg)
+                .sensitive_paths
+                .contains(&"/etc/triage/kubeconfig".to_owned())
+        );
+    }
 
     #[test]
     fn refuses_open_unauthenticated_servers() {

@@ -155,8 +155,17 @@ impl BashTool {
         } else {
             "/"
         };
+        // Relative entries are relative to where kubectl runs: the commands' directory.
         let kubeconfigs: Vec<String> = lookup("KUBECONFIG")
-            .map(|k| k.split(':').map(str::to_owned).collect())
+            .map(|k| {
+                k.split(':')
+                    .filter(|p| !p.is_empty())
+                    .map(|p| match p.starts_with('/') {
+                        true => p.to_owned(),
+                        false => format!("{cwd}/{p}"),
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
         let policy = Policy::new(
             cfg.builtin_allowlist,

@@ -107,7 +107,12 @@ pub const SENSITIVE_PATHS: &[&str] = &[
     "/var/run/secrets",
     "/run/secrets",
     "/root",
+    "/proc/kcore",
 ];
+
+/// Files of a process under `/proc/PID/` that hold its secrets: the environment and the whole
+/// memory (`tail -c +N /proc/PID/mem` seeks into another process's heap).
+pub const SENSITIVE_PROC_FILES: &[&str] = &["environ", "mem"];
 
 /// Path component sequences never named, wherever they are (`~/.ssh`, `x/.kube/config`).
 pub const SENSITIVE_COMPONENTS: &[&[&str]] =
@@ -664,6 +669,9 @@ fn path_ends(rest: &str) -> bool {
 
 /// A brace expansion with more words than this is not followed.
 const MAX_BRACE_WORDS: usize = 64;
+/// Nor one longer than this, or with more groups: the check must stay cheap.
+const MAX_BRACE_WORD_LEN: usize = 4096;
+const MAX_BRACE_GROUPS: usize = 16;
 
 /// Why a word with a glob or a brace expansion is refused: it can reach a sensitive path, or
 /// it is too complex to tell. Judged from the pattern alone, never by walking directories
@@ -679,8 +687,33 @@ fn pattern_reaches_sensitive(w: &Word, policy: &Policy) -> Option<String> {
     if w.tilde_other {
         return unclear("a ~user form with a pattern");
     }
-    let Some(words) = expand_braces(&w.expanded) else {
-        return unclear("a nested, ranged or very large brace expansion");
+    let words = if w.brace {
+        let word = &w.expanded;
+        // The parsed word has lost its quoting, so a quoted `}` or `,` would look like
+        // structure; bash also keeps `{}` literal. Any brace left after expanding, or a `~`
+        // that bash would expand in an alternative, is refused as unclear.
+        // Only `{}` pairs and no other brace: bash expands nothing (`{},x}` it does).
+        let literal_only = !word.replace("{}", "").contains(['{', '}']);
+        let words = (word.len() <= MAX_BRACE_WORD_LEN
+            && word.matches('{').count() <= MAX_BRACE_GROUPS
+            && !word.contains("{}"))
+        .then(|| expand_braces(word))
+        .flatten()
+        .filter(|ws| {
+            !ws.iter()
+                .any(|x| x.contains(['{', '}']) || x.starts_with('~'))
+        });
+        match words {
+            Some(words) => words,
+            None if literal_only => vec![word.clone()],
+            None => {
+                return unclear(
+                    "a brace expansion that is nested, ranged, large, or has literal braces",
+                );
+            }
+        }
+    } else {
+        vec![w.expanded.clone()]
     };
     for word in words {
         let reached = if word.contains(['*', '?', '[']) {
@@ -693,6 +726,7 @@ fn pattern_reaches_sensitive(w: &Word, policy: &Policy) -> Option<String> {
                 return unclear("`..` in a glob");
             }
             glob_reaches(&path, policy)
+                .or_else(|| with_real_prefix(&path).and_then(|real| glob_reaches(&real, policy)))
         } else {
             sensitive_path(&word, policy)
         };
@@ -715,7 +749,10 @@ fn expand_braces(word: &str) -> Option<Vec<String>> {
     };
     let close = open + word[open..].find('}')?;
     let inner = &word[open + 1..close];
-    if inner.contains('{') || (inner.contains("..") && !inner.contains(',')) {
+    if inner.contains('{')
+        || (inner.contains("..") && !inner.contains(','))
+        || inner.matches(',').count() >= MAX_BRACE_WORDS
+    {
         return None;
     }
     let head = &word[..open];
@@ -756,8 +793,12 @@ fn glob_reaches(path: &str, policy: &Policy) -> Option<String> {
         } else if pattern.contains('(') {
             true
         } else {
-            glob::Pattern::new(&brackets_as_any_char(pattern))
-                .is_ok_and(|p| p.matches_with(name, options))
+            // Without globstar `**` is `*`; a pattern the crate cannot parse matches anything.
+            let mut simple = brackets_as_any_char(pattern);
+            while simple.contains("**") {
+                simple = simple.replace("**", "*");
+            }
+            glob::Pattern::new(&simple).map_or(true, |p| p.matches_with(name, options))
         }
     };
     let comps: Vec<&str> = path
@@ -780,12 +821,36 @@ fn glob_reaches(path: &str, policy: &Policy) -> Option<String> {
     }
     // `/proc` below the root only by name: `/var/log/*/*` is not a procfs.
     let wild = |c: &str| c.chars().all(|ch| matches!(ch, '*' | '?'));
-    let proc_environ = (0..comps.len()).any(|i| {
-        matches(comps[i], "proc")
-            && (i == 0 || !wild(comps[i]))
-            && comps[i + 1..].iter().any(|c| matches(c, "environ"))
-    });
-    proc_environ.then(|| "/proc/*/environ".to_owned())
+    SENSITIVE_PROC_FILES.iter().find_map(|file| {
+        (0..comps.len())
+            .any(|i| {
+                matches(comps[i], "proc")
+                    && (i == 0 || !wild(comps[i]))
+                    && comps[i + 1..].iter().any(|c| matches(c, file))
+            })
+            .then(|| format!("/proc/*/{file}"))
+    })
+}
+
+/// The glob with its literal leading directories resolved (`/proc/1/cwd/etc/sha*` is
+/// `/etc/sha*` when pid 1 runs in `/`), if they exist and resolve elsewhere.
+fn with_real_prefix(path: &str) -> Option<String> {
+    let comps: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    let first_pattern = comps
+        .iter()
+        .position(|c| c.contains(['*', '?', '[', '(']))?;
+    if first_pattern == 0 {
+        return None;
+    }
+    let prefix = format!("/{}", comps[..first_pattern].join("/"));
+    let real = canonical_path(&prefix)?;
+    (real != prefix).then(|| {
+        format!(
+            "{}/{}",
+            real.trim_end_matches('/'),
+            comps[first_pattern..].join("/")
+        )
+    })
 }
 
 /// The pattern with each bracket expression (`[ab]`, `[^x]`, `[[:lower:]]`) replaced by `?`;
@@ -852,6 +917,9 @@ fn bare(component: &str) -> &str {
     component.trim_matches(|c: char| !(c.is_alphanumeric() || "._-".contains(c)))
 }
 
+/// Parts of one word (split at `=`, `:`, `,`) whose real names are looked up.
+const MAX_RESOLVED_PARTS: usize = 64;
+
 /// The sensitive path a word names, if any: the word itself, the part after any `=`, `:`
 /// or `,`, each normalised and (when relative) resolved against the working directory.
 fn sensitive_path(word: &str, policy: &Policy) -> Option<String> {
@@ -865,7 +933,7 @@ fn sensitive_path(word: &str, policy: &Policy) -> Option<String> {
         candidates.extend(word.find('/').and_then(|i| word.get(i..)));
     }
     let all = policy.sensitive_paths();
-    for cand in candidates.into_iter().filter(|c| !c.is_empty()) {
+    for (n, cand) in candidates.into_iter().filter(|c| !c.is_empty()).enumerate() {
         let norm = normalize(cand);
         // A bare relative name is not resolved: under cwd `/` every word `root` would be
         // `/root`; with a `/` or `..` it is (`../etc/shadow`, `etc/shadow`).
@@ -883,8 +951,10 @@ fn sensitive_path(word: &str, policy: &Policy) -> Option<String> {
         } else {
             format!("{}/{cand}", policy.cwd)
         };
-        let follow = cand.contains('/')
-            || std::fs::symlink_metadata(&raw).is_ok_and(|m| m.file_type().is_symlink());
+        // Bounded: a word with thousands of separators is not thousands of syscalls.
+        let follow = n < MAX_RESOLVED_PARTS
+            && (cand.contains('/')
+                || std::fs::symlink_metadata(&raw).is_ok_and(|m| m.file_type().is_symlink()));
         let real = follow.then(|| canonical_path(&raw)).flatten();
         for p in &all {
             if contains_path(&norm, p)
@@ -903,12 +973,10 @@ fn sensitive_path(word: &str, policy: &Policy) -> Option<String> {
                 .map(bare)
                 .filter(|c| !c.is_empty())
                 .collect();
-            let proc_environ = comps
-                .iter()
-                .position(|c| *c == "proc")
-                .is_some_and(|i| comps[i..].contains(&"environ"));
-            if proc_environ {
-                return Some("/proc/*/environ".into());
+            if let Some(i) = comps.iter().position(|c| *c == "proc")
+                && let Some(file) = SENSITIVE_PROC_FILES.iter().find(|f| comps[i..].contains(f))
+            {
+                return Some(format!("/proc/*/{file}"));
             }
             for seq in SENSITIVE_COMPONENTS {
                 if comps.windows(seq.len()).any(|w| w == *seq) {
@@ -1121,6 +1189,8 @@ mod tests {
         ("grep --file=/etc/shadow x", Refused),
         ("cat /proc/1/environ", Refused),
         ("cat /proc/self/task/1/environ", Refused),
+        ("tail -c +4096 /proc/1/mem", Refused),
+        ("cat /proc/kcore", Refused),
         ("cat /proc/self/root/etc/shadow", Refused),
         ("ls /var/run/secrets/kubernetes.io/serviceaccount", Refused),
         ("cat /run/secrets/x", Refused),
@@ -1260,6 +1330,16 @@ mod tests {
             };
             assert!(r.contains("a sensitive path; name the files"), "{r}");
         }
+        // A link in the literal part of a glob is followed.
+        let to_root = dir.join("to-root");
+        let _ = std::fs::remove_file(&to_root);
+        std::os::unix::fs::symlink("/", &to_root).unwrap();
+        let cmd = format!("cat {}/etc/shado?", to_root.display());
+        assert!(
+            matches!(classify(&cmd, &p), Verdict::Refused(ref r) if r.contains("/etc/shadow")),
+            "{cmd}: {:?}",
+            classify(&cmd, &p)
+        );
         // A link found only by walking the directory is not seen: the glob needs approval.
         for cmd in [
             format!("ls {}/pub*", dir.display()),
@@ -1295,6 +1375,17 @@ mod tests {
             "cat /var/*/../../etc/shadow*",
             "cat /etc/kube/admin.co*",
             "echo /*/*/*/*/*/*/*/*/*/zz",
+            // Second review: bash's view of braces and quotes, `**`, links before the glob,
+            // another process's memory.
+            "cat /etc/{},shadow}",
+            "cat /etc/{x\\},shadow}",
+            "cat /etc/{x'}',shadow}",
+            "ls {x,~root}",
+            "cat /etc/sha**",
+            "cat /etc/***",
+            "cat ~/.s**/id_rsa",
+            "tail -c +4096 /proc/1/m?m",
+            "cat /proc/kc*",
         ] {
             assert!(
                 matches!(classify(cmd, &p), Verdict::Refused(_)),
@@ -1338,6 +1429,11 @@ mod tests {
         assert!(expand_braces("{1..9}").is_none());
         assert!(expand_braces("{a,{b,c}}").is_none());
         assert!(expand_braces(&"{a,b}".repeat(7)).is_none(), "128 words");
+        assert!(expand_braces(&format!("{{{}}}", ",".repeat(100_000))).is_none());
+        // Thousands of groups are refused before any recursion.
+        let p = policy();
+        let many = format!("echo {}", "{a,b}".repeat(10_000));
+        assert!(matches!(classify(&many, &p), Verdict::Refused(_)));
     }
 
     #[test]
