@@ -690,9 +690,9 @@ fn pattern_reaches_sensitive(w: &Word, policy: &Policy) -> Option<String> {
     let words = if w.brace {
         let word = &w.expanded;
         // The parsed word has lost its quoting, so a quoted `}` or `,` would look like
-        // structure; bash also keeps `{}` literal. Any brace left after expanding, or a `~`
-        // that bash would expand in an alternative, is refused as unclear.
-        // Only `{}` pairs and no other brace: bash expands nothing (`{},x}` it does).
+        // structure, and bash keeps `{}` literal (yet expands `{},x}`). A word of `{}` pairs
+        // alone is plain; otherwise any brace left after expanding, or an alternative starting
+        // with `~` (bash would expand it), is refused as unclear.
         let literal_only = !word.replace("{}", "").contains(['{', '}']);
         let words = (word.len() <= MAX_BRACE_WORD_LEN
             && word.matches('{').count() <= MAX_BRACE_GROUPS
