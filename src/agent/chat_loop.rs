@@ -135,12 +135,11 @@ impl Agent {
                 }
                 let last_step = step == max_steps;
                 let tools = tool_definitions.as_deref().filter(|_| !last_step);
-                let (delta_sink, mut deltas) = match text_deltas {
-                    true => {
-                        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-                        (Some(tx), Some(rx))
-                    }
-                    false => (None, None),
+                let (delta_sink, mut deltas) = if text_deltas {
+                    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+                    (Some(tx), Some(rx))
+                } else {
+                    (None, None)
                 };
                 let result = {
                     let request = CompletionRequest {
@@ -163,16 +162,12 @@ impl Agent {
                         };
                         match piece {
                             Ok(mut text) => {
-                                while let Ok(more) = rx.try_recv() {
-                                    text.push_str(&more);
-                                }
+                                append_queued(rx, &mut text);
                                 yield StreamEvent::AnswerDelta(AnswerDelta { content: text });
                             }
                             Err(result) => {
                                 let mut rest = String::new();
-                                while let Ok(more) = rx.try_recv() {
-                                    rest.push_str(&more);
-                                }
+                                append_queued(rx, &mut rest);
                                 if !rest.is_empty() {
                                     yield StreamEvent::AnswerDelta(AnswerDelta { content: rest });
                                 }
@@ -495,6 +490,13 @@ impl Run {
             executed.result.result.data = data;
         }
         executed.content = cut;
+    }
+}
+
+/// Appends the pieces of text already queued, so that a burst goes out as one delta.
+fn append_queued(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>, text: &mut String) {
+    while let Ok(more) = rx.try_recv() {
+        text.push_str(&more);
     }
 }
 
