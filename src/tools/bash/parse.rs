@@ -53,6 +53,9 @@ const CONTINUATION: &str = "line continuations (a backslash before a newline) ar
 const EXPANSION: &str = "`$` expansions ($VAR, ${VAR}, $(…), $'…') are not allowed; write literal \
      values and put a literal $ inside single quotes";
 const SUBSTITUTION: &str = "command substitution ($(…) or backticks) is not allowed";
+/// Completes a sentence naming the construct.
+pub(crate) const EVALUATES_NAMES: &str = "is not allowed: bash evaluates its words as variable \
+     names or arithmetic, which runs any command hidden in a subscript (`a[$(…)]`)";
 const BACKGROUND: &str = "running commands in the background (&) is not allowed";
 const REDIRECTION: &str = "redirection to or from files is not allowed (only 2>&1-style \
      duplication and /dev/null are)";
@@ -172,8 +175,13 @@ impl<'a> Walker<'a> {
                 self.redirect(node);
                 return false;
             }
+            "c_style_for_statement" => {
+                self.refuse(&format!("`for (( … ))` {EVALUATES_NAMES}"));
+            }
+            "compound_statement" if self.text(node).starts_with("((") => {
+                self.refuse(&format!("`(( … ))` {EVALUATES_NAMES}"));
+            }
             "for_statement"
-            | "c_style_for_statement"
             | "while_statement"
             | "if_statement"
             | "case_statement"
@@ -182,12 +190,18 @@ impl<'a> Walker<'a> {
                 return true;
             }
             "test_command" => {
+                if self.evaluating_test(node) {
+                    self.refuse(&format!(
+                        "a test with -v, -R or an arithmetic comparison {EVALUATES_NAMES}"
+                    ));
+                }
                 self.approval("test expressions ([ … ], [[ … ]]) need approval");
                 return true;
             }
             "declaration_command" | "unset_command" => {
-                self.approval("declare, export, local, readonly and unset need approval");
-                return true;
+                self.refuse(&format!(
+                    "declare, typeset, local, export, readonly and unset {EVALUATES_NAMES}"
+                ));
             }
             "command" => {
                 self.command(node);
@@ -250,6 +264,16 @@ impl<'a> Walker<'a> {
                 words,
             });
         }
+    }
+
+    /// Whether a `[ … ]` or `[[ … ]]` uses an operator whose operands bash evaluates. `[`
+    /// is a command that sees its words after quote removal (`'-v'` is `-v`), so the words
+    /// are compared with their quotes removed.
+    fn evaluating_test(&self, node: Node) -> bool {
+        self.text(node)
+            .replace(['\'', '"', '\\'], "")
+            .split_whitespace()
+            .any(super::policy::evaluating_test_operator)
     }
 
     /// Consecutive parts of a command (words, redirections) must be separated by blanks

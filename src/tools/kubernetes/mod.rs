@@ -6,6 +6,7 @@
 //! instead of failing every call.
 
 mod commands;
+pub(crate) mod flags;
 mod run;
 
 use std::path::PathBuf;
@@ -164,6 +165,15 @@ async fn check_cluster(kubectl: &Kubectl, cfg: &KubernetesConfig) -> Result<(), 
     Err(format!("no cluster reachable: {reason}"))
 }
 
+/// The builders already keep every value from passing as a flag; this is the second line, so a
+/// builder's mistake still cannot change where kubectl connects or run a plugin.
+fn checked(argv: Vec<String>) -> Result<Vec<String>, String> {
+    match flags::refusal(&argv) {
+        Some(reason) => Err(reason),
+        None => Ok(argv),
+    }
+}
+
 /// One kubectl command as a tool.
 struct KubectlTool {
     spec: &'static CommandSpec,
@@ -202,7 +212,7 @@ impl Tool for KubectlTool {
 
     fn invoke<'a>(&'a self, params: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            match (self.spec.build)(params) {
+            match (self.spec.build)(params).and_then(checked) {
                 Ok(argv) => self.kubectl.invoke(&argv).await,
                 Err(e) => ToolOutput::error(e),
             }
@@ -316,6 +326,24 @@ mod tests {
             describe.one_liner(&json!({"kind":"pod","name":"-x"})),
             "kubectl_describe (invalid parameters)"
         );
+    }
+
+    #[test]
+    fn built_commands_pass_the_flag_check_and_injected_flags_do_not() {
+        for spec in COMMANDS {
+            let params = json!({"kind":"pod","name":"web-1","namespace":"shop","pod":"web-1"});
+            if let Ok(argv) = (spec.build)(params) {
+                assert!(checked(argv).is_ok(), "{}", spec.name);
+            }
+        }
+        for argv in [
+            vec!["get", "pods", "--kubeconfig=/dev/stdin"],
+            vec!["get", "pods", "-n", "shop", "--context", "prod"],
+            vec!["evil-plugin"],
+        ] {
+            let argv = argv.into_iter().map(String::from).collect();
+            assert!(checked(argv).is_err());
+        }
     }
 
     #[tokio::test]
