@@ -38,6 +38,10 @@ pub struct Settings {
     /// Key used when a request names no model; default: the env model, else the first key.
     #[serde(default)]
     pub default_model: Option<String>,
+    /// The file these settings were read from (`--config` / `TRIAGE_CONFIG`), if any: bash
+    /// commands may not name it.
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -306,7 +310,7 @@ impl Settings {
         let file = file
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("TRIAGE_CONFIG").map(PathBuf::from));
-        if let Some(path) = file {
+        if let Some(path) = &file {
             if !path.is_file() {
                 return Err(ConfigError::Invalid(format!(
                     "config file {} does not exist",
@@ -328,11 +332,12 @@ impl Settings {
         figment = figment
             .merge(holmes)
             .merge(Env::prefixed("TRIAGE_").ignore(&["CONFIG"]).split("__"));
-        let settings: Settings = figment.extract().map_err(|e| {
+        let mut settings: Settings = figment.extract().map_err(|e| {
             let message = e.to_string();
             ConfigError::Invalid(format!("{message}{}", env_hint(&message)))
         })?;
         settings.validate()?;
+        settings.config_file = file;
         Ok(settings)
     }
 

@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use crate::agent::{Agent, AgentOptions, ApprovalSigner, CompactionOptions, SecretMasker};
-use crate::config::{ConfigError, Settings, ToolsetSettings};
+use crate::config::{ConfigError, Settings};
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, RequestLimit, ShutdownWatch, router};
 use crate::llm::{LlmClient, ModelRegistry};
@@ -58,7 +58,7 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
             model.tokenizer.count("warm up");
         }
     }
-    let tools = load_tools(&settings.toolsets).await?;
+    let tools = load_tools(settings).await?;
     let inputs = PromptInputs {
         cluster_name: settings.prompts.cluster_name.clone(),
         system_prompt_additions: settings.prompts.system_prompt_additions.clone(),
@@ -130,18 +130,39 @@ fn secrets_of(settings: &Settings) -> Vec<String> {
     secrets
 }
 
-/// The bash settings, with the kubeconfig the kubernetes toolset uses among the paths bash
-/// commands may not name.
-fn bash_settings(cfg: &ToolsetSettings) -> tools::bash::BashConfig {
+/// The bash settings, with every file triage reads configuration or credentials from among the
+/// paths bash commands may not name: its config file, the model list, the TLS key and
+/// certificate, the kubeconfig the kubernetes toolset uses, and HolmesGPT's custom toolset
+/// files (`CUSTOM_TOOLSET_LOCATION`, which deployments shared with HolmesGPT may set).
+fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
+    let cfg = &settings.toolsets;
     let mut bash = cfg.bash.clone();
-    if let Some(kubeconfig) = &cfg.kubernetes.kubeconfig {
-        let path = std::path::absolute(kubeconfig).unwrap_or_else(|_| kubeconfig.clone());
+    let custom_toolsets = std::env::var("CUSTOM_TOOLSET_LOCATION").unwrap_or_default();
+    let files = [
+        settings.config_file.clone(),
+        settings.model_list_file.clone(),
+        settings.server.tls_key_file.clone(),
+        settings.server.tls_cert_file.clone(),
+        cfg.kubernetes.kubeconfig.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(
+        custom_toolsets
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from),
+    );
+    for file in files {
+        let path = std::path::absolute(&file).unwrap_or(file);
         bash.sensitive_paths.push(path.display().to_string());
     }
     bash
 }
 
-async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError> {
+async fn load_tools(settings: &Settings) -> Result<ToolRegistry, StartupError> {
+    let cfg = &settings.toolsets;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .build()?;
@@ -151,7 +172,7 @@ async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError>
     );
     let toolsets = vec![
         tools::core_toolset(),
-        tools::bash::toolset(&bash_settings(cfg)),
+        tools::bash::toolset(&bash_settings(settings)),
         kubernetes,
         prometheus,
         tools::internet::toolset(&cfg.internet, &http),
@@ -343,14 +364,27 @@ mod tests {
     }
 
     #[test]
-    fn the_kubernetes_kubeconfig_is_sensitive_for_bash() {
-        let mut cfg = ToolsetSettings::default();
-        cfg.kubernetes.kubeconfig = Some("/etc/triage/kubeconfig".into());
-        assert!(
-            bash_settings(&cfg)
-                .sensitive_paths
-                .contains(&"/etc/triage/kubeconfig".to_owned())
-        );
+    fn triages_own_files_are_sensitive_for_bash() {
+        let mut settings = Settings::from_toml(
+            "model_list_file = \"/etc/triage/models.yaml\"\n[server]\ntls_cert_file = \
+             \"/etc/triage/tls.crt\"\ntls_key_file = \"/etc/triage/tls.key\"\n\
+             [toolsets.kubernetes]\nkubeconfig = \"/etc/triage/kubeconfig\"\n",
+        )
+        .expect("settings");
+        settings.config_file = Some("/etc/triage/config.toml".into());
+        let sensitive = bash_settings(&settings).sensitive_paths;
+        for path in [
+            "/etc/triage/config.toml",
+            "/etc/triage/models.yaml",
+            "/etc/triage/tls.crt",
+            "/etc/triage/tls.key",
+            "/etc/triage/kubeconfig",
+        ] {
+            assert!(
+                sensitive.contains(&path.to_owned()),
+                "{path}: {sensitive:?}"
+            );
+        }
     }
 
     #[test]

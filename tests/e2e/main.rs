@@ -8,6 +8,7 @@ mod kube_standin;
 mod api_model;
 mod approvals;
 mod bad_input;
+mod bash_policy;
 mod chat_basic;
 mod cli;
 mod compaction;

@@ -181,10 +181,7 @@ impl<'a> Walker<'a> {
             "compound_statement" if self.text(node).starts_with("((") => {
                 self.refuse(&format!("`(( … ))` {EVALUATES_NAMES}"));
             }
-            "for_statement"
-            | "while_statement"
-            | "if_statement"
-            | "case_statement"
+            "for_statement" | "while_statement" | "if_statement" | "case_statement"
             | "compound_statement" => {
                 self.approval("compound statements (for, while, if, case, { … }) need approval");
                 return true;

@@ -569,10 +569,7 @@ fn risky_option(name: &str, args: &[&str]) -> Option<&'static str> {
 fn kubectl_elsewhere(arg: &str) -> bool {
     const LONG: &[&str] = &["--filename", "--kustomize"];
     let name = arg.split('=').next().unwrap_or(arg);
-    LONG.contains(&name)
-        || ["-f", "-k"]
-            .iter()
-            .any(|short| arg.starts_with(short))
+    LONG.contains(&name) || ["-f", "-k"].iter().any(|short| arg.starts_with(short))
 }
 
 /// The option arguments before `--`.
@@ -1417,7 +1414,8 @@ mod tests {
     fn kubectl_connection_flags_plugins_and_raw_urls_are_refused() {
         let p = policy();
         let kubeconfig = r#"{"apiVersion":"v1","kind":"Config","clusters":[{"name":"c","cluster":{"server":"https://127.0.0.1:1"}}],"users":[{"name":"u","user":{"exec":{"apiVersion":"client.authentication.k8s.io/v1beta1","command":"sh","args":["-c","id >&2"]}}}],"contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],"current-context":"x"}"#;
-        let repro = format!("printf '%s' '{kubeconfig}' | kubectl get pods --kubeconfig=/dev/stdin");
+        let repro =
+            format!("printf '%s' '{kubeconfig}' | kubectl get pods --kubeconfig=/dev/stdin");
         assert_eq!(kind(&classify(&repro, &p)), Refused, "{repro}");
         assert_all(
             &p,
