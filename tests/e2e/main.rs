@@ -21,6 +21,7 @@ mod images;
 mod llm_failures;
 mod openapi;
 mod operations;
+mod policy_strace;
 mod readme;
 mod security;
 mod soak;
