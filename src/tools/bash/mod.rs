@@ -6,6 +6,7 @@
 //! (substitutions, file redirections, `sudo`, reading secrets, …) are refused outright,
 //! even with approval. Allowed commands run in a clean environment ([`run`]).
 
+mod evaluation;
 mod parse;
 mod policy;
 mod run;

@@ -7,6 +7,7 @@
 //! metacharacter inside a word, a line continuation, words not separated by blanks), so that
 //! what is checked is what bash runs.
 
+use super::evaluation::{refusal, test_evaluates};
 use tree_sitter::{Node, Parser};
 
 /// One word of a simple command after quote removal.
@@ -53,9 +54,6 @@ const CONTINUATION: &str = "line continuations (a backslash before a newline) ar
 const EXPANSION: &str = "`$` expansions ($VAR, ${VAR}, $(…), $'…') are not allowed; write literal \
      values and put a literal $ inside single quotes";
 const SUBSTITUTION: &str = "command substitution ($(…) or backticks) is not allowed";
-/// Completes a sentence naming the construct.
-pub(crate) const EVALUATES_NAMES: &str = "is not allowed: bash evaluates its words as variable \
-     names or arithmetic, which runs any command hidden in a subscript (`a[$(…)]`)";
 const BACKGROUND: &str = "running commands in the background (&) is not allowed";
 const REDIRECTION: &str = "redirection to or from files is not allowed (only 2>&1-style \
      duplication and /dev/null are)";
@@ -175,30 +173,21 @@ impl<'a> Walker<'a> {
                 self.redirect(node);
                 return false;
             }
-            "c_style_for_statement" => {
-                self.refuse(&format!("`for (( … ))` {EVALUATES_NAMES}"));
+            "c_style_for_statement" | "declaration_command" | "unset_command" => {
+                self.refuse(&refusal(node.kind()))
             }
             "compound_statement" if self.text(node).starts_with("((") => {
-                self.refuse(&format!("`(( … ))` {EVALUATES_NAMES}"));
+                self.refuse(&refusal(node.kind()))
             }
             "for_statement" | "while_statement" | "if_statement" | "case_statement"
             | "compound_statement" => {
                 self.approval("compound statements (for, while, if, case, { … }) need approval");
                 return true;
             }
+            "test_command" if test_evaluates(self.text(node)) => self.refuse(&refusal(node.kind())),
             "test_command" => {
-                if self.evaluating_test(node) {
-                    self.refuse(&format!(
-                        "a test with -v, -R or an arithmetic comparison {EVALUATES_NAMES}"
-                    ));
-                }
                 self.approval("test expressions ([ … ], [[ … ]]) need approval");
                 return true;
-            }
-            "declaration_command" | "unset_command" => {
-                self.refuse(&format!(
-                    "declare, typeset, local, export, readonly and unset {EVALUATES_NAMES}"
-                ));
             }
             "command" => {
                 self.command(node);
@@ -261,16 +250,6 @@ impl<'a> Walker<'a> {
                 words,
             });
         }
-    }
-
-    /// Whether a `[ … ]` or `[[ … ]]` uses an operator whose operands bash evaluates. `[`
-    /// is a command that sees its words after quote removal (`'-v'` is `-v`), so the words
-    /// are compared with their quotes removed.
-    fn evaluating_test(&self, node: Node) -> bool {
-        self.text(node)
-            .replace(['\'', '"', '\\'], "")
-            .split_whitespace()
-            .any(super::policy::evaluating_test_operator)
     }
 
     /// Consecutive parts of a command (words, redirections) must be separated by blanks

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::evaluation;
 use super::parse::{self, Analysis, Segment, Word};
 use crate::tools::kubernetes;
 
@@ -82,28 +83,13 @@ pub const EXTENDED_ALLOW: &[&str] = &[
     "netstat",
 ];
 
-/// Commands that run other commands or change privileges: never run.
+/// Commands that run other commands, change which program a name runs, load code or change
+/// privileges: never run. (`compgen -C`, `fc -e` and `trap` run commands; `hash -p` points a
+/// name at another program; `enable -f` loads a builtin from a shared object.)
 pub const RUNNERS: &[&str] = &[
     "sudo", "su", "doas", "pkexec", "runuser", "eval", "exec", "source", ".", "env", "xargs",
     "nohup", "timeout", "nice", "setsid", "chroot", "nsenter", "unshare", "busybox", "command",
-    "builtin", "trap",
-];
-
-/// Builtins that read a word as a variable name (`a[$(id)]` runs `id` to find the index) or
-/// as an arithmetic expression: never run, even approved, as the approver would see data
-/// where bash runs code. Without variables and expansions (also refused) they have no use.
-pub const NAME_BUILTINS: &[&str] = &[
-    "read",
-    "mapfile",
-    "readarray",
-    "declare",
-    "typeset",
-    "local",
-    "export",
-    "readonly",
-    "let",
-    "unset",
-    "getopts",
+    "builtin", "trap", "compgen", "fc", "hash", "enable",
 ];
 
 /// Options that name the files to read in a file or on stdin, out of the path checks' sight
@@ -302,7 +288,10 @@ fn unparsed(command: &str, policy: &Policy) -> Verdict {
     let words: Vec<&str> = tokens.iter().map(String::as_str).collect();
     for (i, t) in words.iter().enumerate() {
         let base = basename(t);
-        if RUNNERS.contains(&base) || SHELLS.contains(&base) {
+        if RUNNERS.contains(&base)
+            || SHELLS.contains(&base)
+            || evaluation::NAME_BUILTINS.contains(&base)
+        {
             return Verdict::Refused(format!("`{base}` is not allowed"));
         }
         if let Some(p) = sensitive_path(t, policy) {
@@ -373,8 +362,8 @@ fn check_segment(seg: &Segment, policy: &Policy) -> SegmentVerdict {
 fn hard_block(base: &str, args: &[&str]) -> Option<String> {
     if RUNNERS.contains(&base) {
         return Some(format!(
-            "`{base}` is not allowed: it runs other commands or changes privileges; run the \
-             command directly"
+            "`{base}` is not allowed: it runs other commands, changes which program a name \
+             runs, loads code or changes privileges; run the command directly"
         ));
     }
     if SHELLS.contains(&base) {
@@ -391,7 +380,7 @@ fn hard_block(base: &str, args: &[&str]) -> Option<String> {
             "`find {a}` is not allowed: it runs commands, deletes or writes files"
         ));
     }
-    if let Some(reason) = evaluates_names(base, args) {
+    if let Some(reason) = evaluation::evaluates_names(base, args) {
         return Some(reason);
     }
     if let Some(reason) = reads_file_list(base, args) {
@@ -404,31 +393,6 @@ fn hard_block(base: &str, args: &[&str]) -> Option<String> {
         return Some("`ps e` prints the environment of processes, which holds credentials".into());
     }
     None
-}
-
-/// Why a builtin would evaluate one of these words as a name or an arithmetic expression.
-fn evaluates_names(base: &str, args: &[&str]) -> Option<String> {
-    let opts = || options(args).take_while(|a| a.starts_with('-'));
-    let what = if NAME_BUILTINS.contains(&base) {
-        Some(format!("`{base}`"))
-    } else if base == "printf" && opts().any(|a| a.starts_with("-v")) {
-        Some("`printf -v`".into())
-    } else if base == "wait" && opts().any(|a| a.contains('p')) {
-        Some("`wait -p`".into())
-    } else if (base == "test" || base == "[") && args.iter().any(|a| evaluating_test_operator(a)) {
-        Some(format!("`{base}` with -v, -R or an arithmetic comparison"))
-    } else {
-        None
-    };
-    what.map(|w| format!("{w} {}", parse::EVALUATES_NAMES))
-}
-
-/// Test operators whose operands bash evaluates as variable names or arithmetic.
-pub(crate) fn evaluating_test_operator(word: &str) -> bool {
-    matches!(
-        word,
-        "-v" | "-R" | "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"
-    )
 }
 
 fn reads_file_list(base: &str, args: &[&str]) -> Option<String> {
@@ -1330,84 +1294,6 @@ mod tests {
         assert!(failures.is_empty(), "\n{}", failures.join("\n"));
     }
 
-    /// Issue 11: bash evaluates these words as names or arithmetic, and a subscript runs
-    /// commands; refused even with approval, in every spelling.
-    #[test]
-    fn words_evaluated_as_names_or_arithmetic_are_refused() {
-        let p = policy();
-        assert_all(
-            &p,
-            Refused,
-            &[
-                "printf -v 'a[$(id >&2)]' x",
-                "printf -v x y",
-                "printf -vx y",
-                "printf -v 'a[`id`]' x",
-                "\\printf -v 'a[$(id >&2)]' x",
-                "'printf' -v 'a[$(id >&2)]' x",
-                "echo x | read 'a[$(id >&2)]'",
-                "read -r 'a[$(id >&2)]'",
-                "mapfile 'a[$(id >&2)]'",
-                "readarray -t 'a[$(id >&2)]'",
-                "declare 'a[$(id >&2)]'=1",
-                "declare -a x",
-                "typeset 'a[$(id >&2)]'",
-                "local 'a[$(id >&2)]'",
-                "export 'a[$(id >&2)]'",
-                "readonly 'a[$(id >&2)]'",
-                "'declare' 'a[$(id >&2)]'",
-                "unset 'a[$(id >&2)]'",
-                "'unset' 'a[$(id >&2)]'",
-                "let 'a[$(id >&2)]'",
-                "let x=1",
-                "getopts ab 'a[$(id >&2)]'",
-                "wait -p 'a[$(id >&2)]'",
-                "wait -n -p 'a[$(id >&2)]'",
-                "test -v 'a[$(id >&2)]'",
-                "test 'a[$(id >&2)]' -eq 1",
-                "[ -v 'a[$(id >&2)]' ]",
-                "[ '-v' 'a[$(id >&2)]' ]",
-                "[[ -v 'a[$(id >&2)]' ]]",
-                "[[ -R 'a[$(id >&2)]' ]]",
-                "[[ 'a[$(id >&2)]' -eq 1 ]]",
-                "[[ x -lt 'a[$(id >&2)]' ]]",
-                "[[ 1 -ne 2 && x == y ]]",
-                "(( a[$(id >&2)] ))",
-                "((x = 1))",
-                "for (( i = 0; i < 2; i++ )); do ls; done",
-                "echo $(( 1 + 2 ))",
-                "echo $[ 1 + 2 ]",
-                "echo ${x:1:2}",
-                "echo ${a[$(id)]}",
-                "echo ${!x}",
-                "command printf -v 'a[$(id >&2)]' x",
-                "builtin printf -v 'a[$(id >&2)]' x",
-                "trap id EXIT",
-                "ls; declare x",
-            ],
-        );
-        // What stays as it was: printf without -v, tests without those operators, loops.
-        assert_all(
-            &p,
-            Allowed,
-            &[
-                "printf '%s\\n' '-v' 'a[$(id)]'",
-                "printf -- -v",
-                "echo -v 'a[$(id)]'",
-            ],
-        );
-        assert_all(
-            &p,
-            Approval,
-            &[
-                "[ -f /tmp/x ]",
-                "[[ -n x && a == b ]]",
-                "for i in 1 2; do ls; done",
-                "test -f /tmp/x",
-            ],
-        );
-    }
-
     /// Issue 11: a kubeconfig of the model's choosing runs its credential plugin; flags
     /// that change the connection, plugins and `--raw` URLs are refused.
     #[test]
@@ -1683,6 +1569,8 @@ mod tests {
                 "cat /etc/shadow 'x",
                 "echo $(id) \"",
                 "kubectl rollout restart x \"",
+                "declare x \"",
+                "read x 'y",
             ],
         );
     }
