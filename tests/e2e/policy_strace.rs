@@ -118,7 +118,7 @@ fn allowed_commands_execute_only_allowed_programs() {
     );
     assert!(
         seen_by_strace.contains("env") && seen_by_strace.contains("true"),
-        "strace saw {seen_by_strace:?}"
+        "strace saw only {seen_by_strace:?}: can it trace here (ptrace permitted)?"
     );
 
     let started = Instant::now();
