@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::agent::{Agent, AgentOptions, ApprovalSigner, CompactionOptions, SecretMasker};
+use crate::agent::{
+    Agent, AgentOptions, ApprovalSigner, CompactionOptions, ImageLimits, SecretMasker,
+};
 use crate::config::{ConfigError, Settings, ToolsetSettings};
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, RequestLimit, ShutdownWatch, router};
@@ -95,12 +97,21 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
         llm,
         prompts,
         tools,
-        signer: ApprovalSigner::new(settings.approvals.signing_key.as_deref()),
+        signer: ApprovalSigner::new(
+            settings.approvals.signing_key.as_deref(),
+            settings.approvals.token_ttl_secs,
+        ),
         options: AgentOptions {
             max_steps: a.max_steps,
             tool_budget_pct: a.tool_budget_pct,
             tool_budget_tokens: a.tool_budget_tokens,
             duplicate_call_guard: a.duplicate_call_guard,
+            max_tool_calls_per_answer: a.max_tool_calls_per_answer,
+            images: ImageLimits {
+                per_request: a.max_images_per_request,
+                total: a.max_images_total,
+                bytes_total: a.max_image_bytes_total,
+            },
         },
         masker: SecretMasker::new(secrets_of(settings)),
         compaction: CompactionOptions {

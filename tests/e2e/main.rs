@@ -5,6 +5,7 @@ mod fake_llm_selftest;
 mod helpers;
 mod kube_standin;
 
+mod agent_limits;
 mod api_model;
 mod approvals;
 mod bad_input;
