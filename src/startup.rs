@@ -92,6 +92,7 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     )?;
     let llm = LlmClient::new(&settings.llm)?;
     let a = &settings.agent;
+    let masker = SecretMasker::new(crate::credentials::known_secrets(settings, &models));
     Ok(Arc::new(Agent {
         models,
         llm,
@@ -113,32 +114,12 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
                 bytes_total: a.max_image_bytes_total,
             },
         },
-        masker: SecretMasker::new(secrets_of(settings)),
+        masker,
         compaction: CompactionOptions {
             enabled: settings.compaction.enabled,
             threshold_pct: settings.compaction.threshold_pct,
         },
     }))
-}
-
-/// Everything that must never reach the LLM or a client: configured secrets, the values of
-/// the named environment variables, and triage's own credentials.
-fn secrets_of(settings: &Settings) -> Vec<String> {
-    let mut secrets = settings.security.secrets.clone();
-    secrets.extend(
-        settings
-            .security
-            .secret_env_vars
-            .iter()
-            .filter_map(|var| std::env::var(var).ok()),
-    );
-    secrets.extend(settings.server.all_api_keys());
-    secrets.extend(settings.approvals.signing_key.clone());
-    secrets.extend(settings.models.values().filter_map(|m| m.api_key.clone()));
-    secrets.extend(settings.env_model.as_ref().and_then(|m| m.api_key.clone()));
-    secrets.extend(std::env::var("OPENAI_API_KEY").ok());
-    secrets.extend(settings.toolsets.prometheus.headers.values().cloned());
-    secrets
 }
 
 /// The bash settings, with the kubeconfig the kubernetes toolset uses among the paths bash

@@ -22,6 +22,7 @@ mod llm_failures;
 mod openapi;
 mod operations;
 mod readme;
+mod secret_masking;
 mod security;
 mod soak;
 mod streaming;
