@@ -7,6 +7,7 @@ mod kube_standin;
 
 mod agent_limits;
 mod api_model;
+mod approval_binding;
 mod approvals;
 mod bad_input;
 mod chat_basic;
