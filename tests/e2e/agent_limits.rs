@@ -109,7 +109,9 @@ async fn too_many_or_too_large_images_are_refused_with_413() {
 
 #[tokio::test]
 async fn an_llm_line_that_never_ends_fails_the_call_with_502() {
-    let app = spawn_app_with("").await;
+    // Megabytes arrive slowly in a debug build on a loaded machine: the idle timeout between
+    // events must not end the call first.
+    let app = spawn_app_with("[llm]\nidle_timeout_secs = 120.0\n").await;
     // 5 MiB of one event without a newline: over the 4 MiB cap.
     let mut body = b"data: {\"choices\":[{\"delta\":{\"content\":\"".to_vec();
     body.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
