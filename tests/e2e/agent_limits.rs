@@ -189,7 +189,8 @@ async fn the_duplicate_guard_survives_compaction() {
         .iter()
         .find(|e| e.name == "tool_calling_result" && e.data["tool_call_id"] == "again")
         .unwrap();
-    assert_eq!(again.data["result"]["status"], "error", "{}", again.data);
+    // Not run again (on failure, print the status only: the data is kilobytes of plan).
+    assert_eq!(again.data["result"]["status"], "error");
     assert!(
         again.data["result"]["error"]
             .as_str()
