@@ -39,7 +39,7 @@ const CREDENTIAL_ENV_VARS: &[&str] = &[
 
 /// Variables naming a credentials file (or holding its JSON), as Google's SDKs and litellm
 /// read them.
-const CREDENTIAL_FILE_ENV_VARS: &[&str] =
+pub const CREDENTIAL_FILE_ENV_VARS: &[&str] =
     &["GOOGLE_APPLICATION_CREDENTIALS", "VERTEXAI_CREDENTIALS"];
 
 /// Fields of a service-account or OAuth credentials file that are secret.

@@ -11,7 +11,7 @@ use tokio::sync::{Semaphore, watch};
 use crate::agent::{
     Agent, AgentOptions, ApprovalSigner, CompactionOptions, ImageLimits, SecretMasker,
 };
-use crate::config::{ConfigError, Settings, ToolsetSettings};
+use crate::config::{ConfigError, Settings};
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, RequestLimit, ShutdownWatch, router};
 use crate::llm::{LlmClient, ModelRegistry};
@@ -60,7 +60,7 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
             model.tokenizer.count("warm up");
         }
     }
-    let tools = load_tools(&settings.toolsets).await?;
+    let tools = load_tools(settings).await?;
     let inputs = PromptInputs {
         cluster_name: settings.prompts.cluster_name.clone(),
         system_prompt_additions: settings.prompts.system_prompt_additions.clone(),
@@ -122,18 +122,33 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     }))
 }
 
-/// The bash settings, with the kubeconfig the kubernetes toolset uses among the paths bash
-/// commands may not name.
-fn bash_settings(cfg: &ToolsetSettings) -> tools::bash::BashConfig {
-    let mut bash = cfg.bash.clone();
-    if let Some(kubeconfig) = &cfg.kubernetes.kubeconfig {
-        let path = std::path::absolute(kubeconfig).unwrap_or_else(|_| kubeconfig.clone());
+/// The bash settings, with every file triage reads configuration or credentials from among
+/// the paths bash commands may not name: the kubeconfig of the kubernetes toolset, the config
+/// file, the model list file and a credentials file a provider variable points at.
+fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
+    let mut bash = settings.toolsets.bash.clone();
+    let credential_files = crate::credentials::CREDENTIAL_FILE_ENV_VARS
+        .iter()
+        .filter_map(|var| std::env::var_os(var))
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_file());
+    let files = [
+        settings.toolsets.kubernetes.kubeconfig.clone(),
+        settings.config_file.clone(),
+        settings.model_list_file.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .chain(credential_files);
+    for file in files {
+        let path = std::path::absolute(&file).unwrap_or(file);
         bash.sensitive_paths.push(path.display().to_string());
     }
     bash
 }
 
-async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError> {
+async fn load_tools(settings: &Settings) -> Result<ToolRegistry, StartupError> {
+    let cfg = &settings.toolsets;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .build()?;
@@ -143,7 +158,7 @@ async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError>
     );
     let toolsets = vec![
         tools::core_toolset(),
-        tools::bash::toolset(&bash_settings(cfg)),
+        tools::bash::toolset(&bash_settings(settings)),
         kubernetes,
         prometheus,
         tools::internet::toolset(&cfg.internet, &http),
@@ -335,14 +350,22 @@ mod tests {
     }
 
     #[test]
-    fn the_kubernetes_kubeconfig_is_sensitive_for_bash() {
-        let mut cfg = ToolsetSettings::default();
-        cfg.kubernetes.kubeconfig = Some("/etc/triage/kubeconfig".into());
-        assert!(
-            bash_settings(&cfg)
-                .sensitive_paths
-                .contains(&"/etc/triage/kubeconfig".to_owned())
-        );
+    fn configuration_files_are_sensitive_for_bash() {
+        let mut settings = Settings::from_toml("").unwrap();
+        settings.toolsets.kubernetes.kubeconfig = Some("/etc/triage/kubeconfig".into());
+        settings.config_file = Some("/etc/triage/triage.toml".into());
+        settings.model_list_file = Some("/etc/holmes/models.yaml".into());
+        let sensitive = bash_settings(&settings).sensitive_paths;
+        for path in [
+            "/etc/triage/kubeconfig",
+            "/etc/triage/triage.toml",
+            "/etc/holmes/models.yaml",
+        ] {
+            assert!(
+                sensitive.contains(&path.to_owned()),
+                "{path}: {sensitive:?}"
+            );
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Every credential triage knows is masked in what the model and the client see, wherever it
 //! was configured: here a key from the HolmesGPT model list file and a provider variable
-//! (`AZURE_API_KEY`) that no model uses, on the real binary started as an operator would.
+//! (`AZURE_API_KEY`) that no model uses, on the real binary started as an operator would; the
+//! files it read its configuration from are closed to the bash tool.
 
 use serde_json::json;
 
@@ -65,11 +66,24 @@ async fn model_list_keys_and_provider_variables_are_masked() {
     assert!(ready, "server did not start");
 
     // A prompt-injected model prints both credentials through an allowed command.
-    llm.push(Step::tool(
-        "leak",
-        "bash",
-        json!({"command": format!("echo list={LIST_KEY} azure={AZURE_KEY}")}),
-    ));
+    // And tries to read the files triage reads its configuration from.
+    llm.push(Step::tools(vec![
+        (
+            "leak",
+            "bash",
+            json!({"command": format!("echo list={LIST_KEY} azure={AZURE_KEY}")}),
+        ),
+        (
+            "list",
+            "bash",
+            json!({"command": format!("cat {}", list.display())}),
+        ),
+        (
+            "config",
+            "bash",
+            json!({"command": format!("cat {}", config.display())}),
+        ),
+    ]));
     llm.push(Step::text("done"));
     let resp = client
         .post(format!("{base}/api/chat"))
@@ -80,10 +94,18 @@ async fn model_list_keys_and_provider_variables_are_masked() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     let events = crate::helpers::read_events(resp).await;
-    let result = events
-        .iter()
-        .find(|e| e.name == "tool_calling_result")
-        .expect("a tool result");
+    let result_of = |id: &str| {
+        events
+            .iter()
+            .find(|e| e.name == "tool_calling_result" && e.data["tool_call_id"] == id)
+            .expect("a tool result")
+    };
+    for id in ["list", "config"] {
+        let refused = &result_of(id).data["result"];
+        assert_ne!(refused["status"], "success", "{id}: {refused}");
+        assert!(!refused.to_string().contains("api_key"), "{id}: {refused}");
+    }
+    let result = result_of("leak");
     let data = result.data["result"]["data"].as_str().unwrap();
     assert_eq!(data.trim(), "list=<secret-hidden> azure=<secret-hidden>");
     // Nothing the client received carries either key outside the model's own command text.
@@ -94,7 +116,7 @@ async fn model_list_keys_and_provider_variables_are_masked() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["role"] == "tool")
+        .find(|m| m["tool_call_id"] == "leak")
         .unwrap()
         .to_string();
     assert!(
