@@ -129,7 +129,7 @@ fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
     let mut bash = settings.toolsets.bash.clone();
     let credential_files = crate::credentials::CREDENTIAL_FILE_ENV_VARS
         .iter()
-        .filter_map(|var| std::env::var_os(var))
+        .filter_map(std::env::var_os)
         .map(std::path::PathBuf::from)
         .filter(|p| p.is_file());
     let files = [
