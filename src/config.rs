@@ -110,6 +110,14 @@ pub struct AgentSettings {
     pub tool_budget_tokens: u32,
     /// Refuse a tool call identical to one already run in the same request.
     pub duplicate_call_guard: bool,
+    /// Tool calls of one LLM answer that run; the rest get an error result naming the cap.
+    pub max_tool_calls_per_answer: usize,
+    /// Images in one request's `images`.
+    pub max_images_per_request: usize,
+    /// Images in the whole conversation (the history the client sends plus `images`).
+    pub max_images_total: usize,
+    /// Decoded bytes of all `data:` images in the conversation.
+    pub max_image_bytes_total: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -129,11 +137,22 @@ pub struct SecuritySettings {
     pub secret_env_vars: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ApprovalSettings {
     /// HMAC key for pending-approval tokens; set it so every replica can verify a resume.
     pub signing_key: Option<String>,
+    /// How long a pending approval may be resumed.
+    pub token_ttl_secs: u64,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            signing_key: None,
+            token_ttl_secs: 3600,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -429,6 +448,29 @@ impl Settings {
                 "`compaction.threshold_pct` (CONTEXT_WINDOW_COMPACTION_THRESHOLD_PCT) must be 1..=100, got {}",
                 self.compaction.threshold_pct
             )));
+        }
+        for (key, value) in [
+            (
+                "agent.max_tool_calls_per_answer",
+                self.agent.max_tool_calls_per_answer,
+            ),
+            (
+                "agent.max_images_per_request",
+                self.agent.max_images_per_request,
+            ),
+            ("agent.max_images_total", self.agent.max_images_total),
+            (
+                "agent.max_image_bytes_total",
+                self.agent.max_image_bytes_total,
+            ),
+            (
+                "approvals.token_ttl_secs",
+                self.approvals.token_ttl_secs as usize,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Invalid(format!("`{key}` must be at least 1")));
+            }
         }
         if self.agent.max_steps == 0 {
             return Err(ConfigError::Invalid(

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod credentials;
 pub mod http;
 pub mod llm;
 pub mod prompt;

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::agent::{Agent, AgentOptions, ApprovalSigner, CompactionOptions, SecretMasker};
+use crate::agent::{
+    Agent, AgentOptions, ApprovalSigner, CompactionOptions, ImageLimits, SecretMasker,
+};
 use crate::config::{ConfigError, Settings};
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, RequestLimit, ShutdownWatch, router};
@@ -90,19 +92,29 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     )?;
     let llm = LlmClient::new(&settings.llm)?;
     let a = &settings.agent;
+    let masker = SecretMasker::new(crate::credentials::known_secrets(settings, &models));
     Ok(Arc::new(Agent {
         models,
         llm,
         prompts,
         tools,
-        signer: ApprovalSigner::new(settings.approvals.signing_key.as_deref()),
+        signer: ApprovalSigner::new(
+            settings.approvals.signing_key.as_deref(),
+            settings.approvals.token_ttl_secs,
+        ),
         options: AgentOptions {
             max_steps: a.max_steps,
             tool_budget_pct: a.tool_budget_pct,
             tool_budget_tokens: a.tool_budget_tokens,
             duplicate_call_guard: a.duplicate_call_guard,
+            max_tool_calls_per_answer: a.max_tool_calls_per_answer,
+            images: ImageLimits {
+                per_request: a.max_images_per_request,
+                total: a.max_images_total,
+                bytes_total: a.max_image_bytes_total,
+            },
         },
-        masker: SecretMasker::new(secrets_of(settings)),
+        masker,
         compaction: CompactionOptions {
             enabled: settings.compaction.enabled,
             threshold_pct: settings.compaction.threshold_pct,
@@ -110,34 +122,20 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     }))
 }
 
-/// Everything that must never reach the LLM or a client: configured secrets, the values of
-/// the named environment variables, and triage's own credentials.
-fn secrets_of(settings: &Settings) -> Vec<String> {
-    let mut secrets = settings.security.secrets.clone();
-    secrets.extend(
-        settings
-            .security
-            .secret_env_vars
-            .iter()
-            .filter_map(|var| std::env::var(var).ok()),
-    );
-    secrets.extend(settings.server.all_api_keys());
-    secrets.extend(settings.approvals.signing_key.clone());
-    secrets.extend(settings.models.values().filter_map(|m| m.api_key.clone()));
-    secrets.extend(settings.env_model.as_ref().and_then(|m| m.api_key.clone()));
-    secrets.extend(std::env::var("OPENAI_API_KEY").ok());
-    secrets.extend(settings.toolsets.prometheus.headers.values().cloned());
-    secrets
-}
-
 /// The bash settings, with every file triage reads configuration or credentials from among the
 /// paths bash commands may not name: its config file, the model list, the TLS key and
-/// certificate, the kubeconfig the kubernetes toolset uses, and HolmesGPT's custom toolset
-/// files (`CUSTOM_TOOLSET_LOCATION`, which deployments shared with HolmesGPT may set).
+/// certificate, the kubeconfig the kubernetes toolset uses, HolmesGPT's custom toolset files
+/// (`CUSTOM_TOOLSET_LOCATION`, which deployments shared with HolmesGPT may set) and a
+/// credentials file a provider variable points at.
 fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
     let cfg = &settings.toolsets;
     let mut bash = cfg.bash.clone();
     let custom_toolsets = std::env::var("CUSTOM_TOOLSET_LOCATION").unwrap_or_default();
+    let credential_files = crate::credentials::CREDENTIAL_FILE_ENV_VARS
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_file());
     let files = [
         settings.config_file.clone(),
         settings.model_list_file.clone(),
@@ -153,7 +151,8 @@ fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
             .map(str::trim)
             .filter(|p| !p.is_empty())
             .map(std::path::PathBuf::from),
-    );
+    )
+    .chain(credential_files);
     for file in files {
         let path = std::path::absolute(&file).unwrap_or(file);
         bash.sensitive_paths.push(path.display().to_string());

@@ -1,7 +1,8 @@
-//! Signed approval tokens. A paused call carries a token over its id, tool name and canonical
-//! arguments; on resume only calls whose token verifies may run, so a client cannot smuggle an
-//! "approved" command in through the history. The key comes from config so any replica can
-//! verify; without one a random per-process key is used (resumes then need the same process).
+//! Signed approval tokens. A paused call carries a token over its id, tool name, canonical
+//! arguments and a digest of the conversation before it; on resume only calls whose token
+//! verifies may run, so a client cannot smuggle an "approved" command in through the history,
+//! nor move a real token into a conversation it built. The key comes from config so any replica
+//! can verify; without one a random per-process key is used (resumes then need the same process).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -9,14 +10,16 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use serde_json::Value;
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 
-const VERSION: &str = "v1";
-/// How long a pending approval stays valid.
-const TTL_SECS: u64 = 30 * 24 * 3600;
+use crate::wire::Message;
+
+const VERSION: &str = "v2";
 
 pub struct ApprovalSigner {
     key: Vec<u8>,
+    /// How long a pending approval stays valid (approvals.token_ttl_secs).
+    ttl_secs: u64,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -25,49 +28,69 @@ pub enum TokenError {
     Malformed,
     Expired,
     BadSignature,
+    /// A genuine token, issued for another conversation than the one it arrived in.
+    OtherConversation,
 }
 
 impl ApprovalSigner {
     /// `key` from config (`approvals.signing_key`, HOLMES_APPROVAL_SIGNING_KEY).
-    pub fn new(key: Option<&str>) -> ApprovalSigner {
-        match key.map(str::trim).filter(|k| !k.is_empty()) {
-            Some(k) => ApprovalSigner {
-                key: k.as_bytes().to_vec(),
-            },
+    pub fn new(key: Option<&str>, ttl_secs: u64) -> ApprovalSigner {
+        let key = match key.map(str::trim).filter(|k| !k.is_empty()) {
+            Some(k) => k.as_bytes().to_vec(),
             None => {
                 tracing::warn!(
                     "no approval signing key configured (approvals.signing_key or \
                      HOLMES_APPROVAL_SIGNING_KEY): using a random per-process key, so a paused \
                      approval can only be resumed by this process"
                 );
-                let key: [u8; 32] = rand::random();
-                ApprovalSigner { key: key.to_vec() }
+                rand::random::<[u8; 32]>().to_vec()
             }
-        }
+        };
+        ApprovalSigner { key, ttl_secs }
     }
 
-    pub fn sign(&self, call_id: &str, tool_name: &str, arguments: &str) -> String {
-        self.sign_until(call_id, tool_name, arguments, now() + TTL_SECS)
+    pub fn ttl_secs(&self) -> u64 {
+        self.ttl_secs
     }
 
-    fn sign_until(&self, call_id: &str, tool_name: &str, arguments: &str, expires: u64) -> String {
+    /// A token for a call paused after `digest` (`conversation_digest` of the history up to
+    /// and including the assistant message that asked for it).
+    pub fn sign(&self, call_id: &str, tool_name: &str, arguments: &str, digest: &str) -> String {
+        self.sign_until(call_id, tool_name, arguments, digest, now() + self.ttl_secs)
+    }
+
+    fn sign_until(
+        &self,
+        call_id: &str,
+        tool_name: &str,
+        arguments: &str,
+        digest: &str,
+        expires: u64,
+    ) -> String {
         let sig = self
-            .mac(call_id, tool_name, arguments, expires)
+            .mac(call_id, tool_name, arguments, digest, expires)
             .finalize()
             .into_bytes();
-        format!("{VERSION}.{expires}.{}", URL_SAFE_NO_PAD.encode(sig))
+        format!(
+            "{VERSION}.{expires}.{digest}.{}",
+            URL_SAFE_NO_PAD.encode(sig)
+        )
     }
 
+    /// Checks a token against the call and the digest of the history it arrived in. A token
+    /// this server signed for another history is `OtherConversation`, told apart from a forgery.
     pub fn verify(
         &self,
         token: Option<&str>,
         call_id: &str,
         tool_name: &str,
         arguments: &str,
+        digest: &str,
     ) -> Result<(), TokenError> {
         let token = token.ok_or(TokenError::Missing)?;
-        let mut parts = token.splitn(3, '.');
-        let (Some(VERSION), Some(expires), Some(sig)) = (parts.next(), parts.next(), parts.next())
+        let mut parts = token.splitn(4, '.');
+        let (Some(VERSION), Some(expires), Some(bound), Some(sig)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
         else {
             return Err(TokenError::Malformed);
         };
@@ -76,20 +99,62 @@ impl ApprovalSigner {
             .decode(sig)
             .map_err(|_| TokenError::Malformed)?;
         // Constant-time comparison.
-        self.mac(call_id, tool_name, arguments, expires)
+        self.mac(call_id, tool_name, arguments, bound, expires)
             .verify_slice(&sig)
             .map_err(|_| TokenError::BadSignature)?;
+        if bound != digest {
+            return Err(TokenError::OtherConversation);
+        }
         if expires < now() {
             return Err(TokenError::Expired);
         }
         Ok(())
     }
 
-    fn mac(&self, call_id: &str, tool_name: &str, arguments: &str, expires: u64) -> Hmac<Sha256> {
+    /// The first pending call of `history` whose genuine token was issued for another
+    /// conversation, as a message for the client; such a request is refused outright.
+    pub fn moved_token(&self, history: &[Message]) -> Option<String> {
+        history.iter().enumerate().find_map(|(i, m)| {
+            let calls = m
+                .tool_calls()
+                .iter()
+                .filter(|c| c.pending_approval == Some(true));
+            let mut digest = None;
+            for call in calls {
+                let digest = digest.get_or_insert_with(|| conversation_digest(&history[..=i]));
+                let verdict = self.verify(
+                    call.approval_token.as_deref(),
+                    &call.id,
+                    &call.function.name,
+                    &call.function.arguments,
+                    digest,
+                );
+                if verdict == Err(TokenError::OtherConversation) {
+                    return Some(format!(
+                        "The approval token of tool call '{}' was issued for a different \
+                         conversation: a token is bound to the history before the call it \
+                         approves, which must be sent back unchanged",
+                        call.id
+                    ));
+                }
+            }
+            None
+        })
+    }
+
+    fn mac(
+        &self,
+        call_id: &str,
+        tool_name: &str,
+        arguments: &str,
+        digest: &str,
+        expires: u64,
+    ) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
         for part in [
             VERSION,
             &expires.to_string(),
+            digest,
             call_id,
             tool_name,
             &canonical(arguments),
@@ -99,6 +164,39 @@ impl ApprovalSigner {
         }
         mac
     }
+}
+
+/// A digest of a conversation prefix, over what a client cannot change without changing the
+/// conversation: each message's role, content, tool-call id and tool calls (id, name, canonical
+/// arguments). System messages are left out (triage regenerates the prompt every turn), as are
+/// triage's bookkeeping (`token_count`, approval flags) and fields a client may re-serialise.
+pub fn conversation_digest(prefix: &[Message]) -> String {
+    let mut hash = Sha256::new();
+    let mut part = |text: &str| {
+        hash.update((text.len() as u64).to_be_bytes());
+        hash.update(text.as_bytes());
+    };
+    for m in prefix.iter().filter(|m| !m.is_role("system")) {
+        part(&m.role);
+        match &m.content {
+            None | Some(Value::Null) => part("s:"),
+            Some(Value::String(text)) => part(&format!("s:{text}")),
+            Some(other) => {
+                let mut json = String::from("j:");
+                write_canonical(other, &mut json);
+                part(&json);
+            }
+        }
+        part(m.tool_call_id.as_deref().unwrap_or_default());
+        part(&m.tool_calls().len().to_string());
+        for call in m.tool_calls() {
+            part(&call.id);
+            part(&call.function.name);
+            part(&canonical(&call.function.arguments));
+        }
+    }
+    // 128 bits: collisions are out of reach, and the token stays short.
+    URL_SAFE_NO_PAD.encode(&hash.finalize()[..16])
 }
 
 /// Arguments in a canonical form (sorted keys, no spaces) so that re-serialisation by a client
@@ -154,77 +252,111 @@ fn now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ToolCall;
+    use serde_json::json;
+
+    const D: &str = "digest";
 
     #[test]
     fn round_trip_and_tampering() {
-        let s = ApprovalSigner::new(Some("k"));
-        let t = s.sign("c1", "bash", r#"{"command":"rm -rf /tmp/x","timeout":5}"#);
+        let s = ApprovalSigner::new(Some("k"), 3600);
+        let args = r#"{"command":"rm -rf /tmp/x","timeout":5}"#;
+        let t = s.sign("c1", "bash", args, D);
+        let reordered = r#"{"timeout": 5, "command": "rm -rf /tmp/x"}"#;
+        assert_eq!(s.verify(Some(&t), "c1", "bash", reordered, D), Ok(()));
+        let bad = Err(TokenError::BadSignature);
+        let altered = r#"{"command":"rm -rf /","timeout":5}"#;
+        assert_eq!(s.verify(Some(&t), "c1", "bash", altered, D), bad);
+        assert_eq!(s.verify(Some(&t), "c2", "bash", args, D), bad);
+        assert_eq!(s.verify(Some(&t), "c1", "kubectl", args, D), bad);
         assert_eq!(
-            s.verify(
-                Some(&t),
-                "c1",
-                "bash",
-                r#"{"timeout": 5, "command": "rm -rf /tmp/x"}"#
-            ),
-            Ok(())
+            s.verify(Some(&t), "c1", "bash", args, "other"),
+            Err(TokenError::OtherConversation)
         );
+        // Rebinding the token to the other digest breaks the signature.
+        let rebound = t.replacen(&format!(".{D}."), ".other.", 1);
+        assert_eq!(s.verify(Some(&rebound), "c1", "bash", args, "other"), bad);
         assert_eq!(
-            s.verify(
-                Some(&t),
-                "c1",
-                "bash",
-                r#"{"command":"rm -rf /","timeout":5}"#
-            ),
-            Err(TokenError::BadSignature)
+            s.verify(None, "c1", "bash", "{}", D),
+            Err(TokenError::Missing)
         );
+        let malformed = Err(TokenError::Malformed);
+        assert_eq!(s.verify(Some("v2.x.y.z"), "c1", "bash", "{}", D), malformed);
+        // A token of the earlier format (not bound to a conversation) is not accepted.
         assert_eq!(
-            s.verify(
-                Some(&t),
-                "c2",
-                "bash",
-                r#"{"command":"rm -rf /tmp/x","timeout":5}"#
-            ),
-            Err(TokenError::BadSignature)
+            s.verify(Some("v1.9.AAAA"), "c1", "bash", "{}", D),
+            malformed
         );
-        assert_eq!(
-            s.verify(
-                Some(&t),
-                "c1",
-                "kubectl",
-                r#"{"command":"rm -rf /tmp/x","timeout":5}"#
-            ),
-            Err(TokenError::BadSignature)
-        );
-        assert_eq!(s.verify(None, "c1", "bash", "{}"), Err(TokenError::Missing));
-        assert_eq!(
-            s.verify(Some("v1.x.y"), "c1", "bash", "{}"),
-            Err(TokenError::Malformed)
-        );
-        let other = ApprovalSigner::new(Some("other key"));
-        assert_eq!(
-            other.verify(
-                Some(&t),
-                "c1",
-                "bash",
-                r#"{"command":"rm -rf /tmp/x","timeout":5}"#
-            ),
-            Err(TokenError::BadSignature)
-        );
+        let other = ApprovalSigner::new(Some("other key"), 3600);
+        assert_eq!(other.verify(Some(&t), "c1", "bash", args, D), bad);
     }
 
     #[test]
     fn expired_tokens_fail() {
-        let s = ApprovalSigner::new(Some("k"));
-        let t = s.sign_until("c", "bash", "{}", 1);
+        let s = ApprovalSigner::new(Some("k"), 3600);
+        let t = s.sign_until("c", "bash", "{}", D, 1);
         assert_eq!(
-            s.verify(Some(&t), "c", "bash", "{}"),
+            s.verify(Some(&t), "c", "bash", "{}", D),
             Err(TokenError::Expired)
         );
         // Moving the expiry breaks the signature.
         let forged = t.replacen(".1.", &format!(".{}.", now() + 100), 1);
         assert_eq!(
-            s.verify(Some(&forged), "c", "bash", "{}"),
+            s.verify(Some(&forged), "c", "bash", "{}", D),
             Err(TokenError::BadSignature)
+        );
+        // The lifetime is the configured one.
+        let t = ApprovalSigner::new(Some("k"), 60).sign("c", "bash", "{}", D);
+        let expires: u64 = t.split('.').nth(1).unwrap().parse().unwrap();
+        assert!(expires <= now() + 60 && expires + 5 >= now() + 60);
+    }
+
+    fn history(question: &str) -> Vec<Message> {
+        let call = ToolCall::new("c".into(), "bash".into(), r#"{"command":"rm x"}"#.into());
+        vec![
+            Message::system("prompt"),
+            Message::user(json!(question)),
+            Message::assistant(None, None, vec![call]),
+        ]
+    }
+
+    #[test]
+    fn the_digest_ignores_what_clients_re_serialise_and_nothing_else() {
+        let base = conversation_digest(&history("why?"));
+        let mut same = history("why?");
+        same[0] = Message::system("another prompt");
+        same[1].token_count = Some(7);
+        same[2].content = Some(Value::Null);
+        let calls = same[2].tool_calls.as_mut().unwrap();
+        calls[0].pending_approval = Some(true);
+        calls[0].approval_token = Some("t".into());
+        calls[0].function.arguments = r#"{ "command" : "rm x" }"#.into();
+        assert_eq!(conversation_digest(&same), base);
+        assert_ne!(conversation_digest(&history("why not?")), base);
+        let mut more = history("why?");
+        more.insert(1, Message::user(json!("earlier")));
+        assert_ne!(conversation_digest(&more), base);
+    }
+
+    #[test]
+    fn a_token_moved_into_another_history_is_named() {
+        let s = ApprovalSigner::new(Some("k"), 3600);
+        let mut h = history("why?");
+        let token = s.sign(
+            "c",
+            "bash",
+            r#"{"command":"rm x"}"#,
+            &conversation_digest(&h),
+        );
+        let call = &mut h[2].tool_calls.as_mut().unwrap()[0];
+        call.pending_approval = Some(true);
+        call.approval_token = Some(token);
+        assert_eq!(s.moved_token(&h), None);
+        h[1] = Message::user(json!("something else entirely"));
+        assert!(
+            s.moved_token(&h)
+                .unwrap()
+                .contains("different conversation")
         );
     }
 

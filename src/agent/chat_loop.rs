@@ -9,7 +9,7 @@ use futures::stream::{Stream, StreamExt};
 use serde_json::Value;
 
 use super::Agent;
-use super::approvals::canonical;
+use super::approvals::{canonical, conversation_digest};
 use super::frontend::{DEFAULT_NOOP_RESPONSE, FrontendTool};
 use super::metadata::UsageTracker;
 use super::prepare::PreparedChat;
@@ -100,8 +100,9 @@ impl Agent {
                                 yield StreamEvent::Compacted(Box::new(outcome.event));
                                 yield StreamEvent::AiMessage(AiMessage { content: Some(notice), reasoning: None, metadata: None });
                                 // The reference reports the smaller context here too: meters update at once.
+                                // The duplicate guard keeps what ran before: a model that lost a result to
+                                // the summary must not re-run it (and compact again) until max_steps.
                                 yield StreamEvent::TokenCount(TokenCount { metadata: run.metadata(tools_tokens, &model) });
-                                run.seen_calls.clear();
                             }
                             Ok(None) => {
                                 compaction_gave_up = true;
@@ -129,7 +130,10 @@ impl Agent {
                         // The reason may quote a provider error, which can echo credentials.
                         self.masker.mask(&mut text);
                         yield StreamEvent::AiMessage(AiMessage { content: Some(text.clone()), reasoning: None, metadata: None });
-                        yield StreamEvent::Error(ErrorEvent::new(text, false));
+                        // Before the first LLM call the overflow is the request's own: 413, not a
+                        // server error.
+                        let status = if step == 1 { 413 } else { 500 };
+                        yield StreamEvent::Error(ErrorEvent::new(text, false).with_http_status(status));
                         return;
                     }
                 }
@@ -261,7 +265,7 @@ impl Agent {
                 let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
                 let mut scheduled = Vec::new();
                 for (i, call) in calls.iter().enumerate() {
-                    match self.plan_call(call, &frontend_tools, &mut run) {
+                    match self.plan_call(call, i, &frontend_tools, &mut run) {
                         Planned::Immediate(outcome) => outcomes.push(Some(*outcome)),
                         Planned::Execute => {
                             outcomes.push(None);
@@ -330,13 +334,16 @@ impl Agent {
 
                 let mut pending_approvals = Vec::new();
                 let mut pending_frontend = Vec::new();
+                let mut digest = None;
                 for (call, outcome) in calls.iter().zip(outcomes) {
                     match outcome {
                         Some(Outcome::Done(executed)) => {
                             run.conv.push(Message::tool(&call.id, &call.function.name, executed.content));
                         }
                         Some(Outcome::AwaitingApproval(executed)) => {
-                            let token = self.signer.sign(&call.id, &call.function.name, &call.function.arguments);
+                            // Bound to the history up to this reply: the token is no good elsewhere.
+                            let digest = digest.get_or_insert_with(|| conversation_digest(&run.conv.messages()[..=assistant_index]));
+                            let token = self.signer.sign(&call.id, &call.function.name, &call.function.arguments, digest);
                             mark_pending_approval(&mut run.conv, assistant_index, &call.id, token);
                             pending_approvals.push(PendingApproval {
                                 tool_call_id: call.id.clone(),
@@ -370,8 +377,27 @@ impl Agent {
 
     /// Decides what to do with a call before anything runs: frontend tools and duplicates are
     /// answered at once; everything else is executed.
-    fn plan_call(&self, call: &ToolCall, frontend: &[FrontendTool], run: &mut Run) -> Planned {
+    fn plan_call(
+        &self,
+        call: &ToolCall,
+        index: usize,
+        frontend: &[FrontendTool],
+        run: &mut Run,
+    ) -> Planned {
         let name = &call.function.name;
+        let cap = self.options.max_tool_calls_per_answer;
+        if index >= cap {
+            // Every call still gets a result, so the history stays valid for the provider.
+            return Planned::Immediate(Box::new(Outcome::Done(executed_from(
+                call,
+                "",
+                name,
+                ToolOutput::error(format!(
+                    "Not run: one answer may ask for at most {cap} tool calls \
+                     (agent.max_tool_calls_per_answer); ask for the rest in a later answer."
+                )),
+            ))));
+        }
         if let Some(tool) = frontend.iter().find(|t| t.name == *name) {
             return Planned::Immediate(Box::new(match tool.mode {
                 FrontendToolMode::Pause => Outcome::FrontendPause(PendingFrontendToolCall {
@@ -405,7 +431,8 @@ impl Agent {
                 name,
                 ToolOutput::error(
                     "Refusing to run this tool call: an identical call (same tool, same arguments) \
-                     already ran in this request. Use its earlier output, or change the arguments.",
+                     already ran in this request. Use its earlier output (or the summary, if the \
+                     history was compacted), or change the arguments.",
                 ),
             ))));
         }
@@ -543,10 +570,11 @@ impl Agent {
         let mut description = e.to_string();
         self.masker.mask(&mut description);
         let event = ErrorEvent::new(description, e.is_rate_limit());
-        StreamEvent::Error(if e.is_auth() {
-            event.with_http_status(401)
-        } else {
-            event
+        StreamEvent::Error(match e {
+            LlmError::Auth { .. } => event.with_http_status(401),
+            // The provider misbehaved, not triage: a bad gateway.
+            LlmError::Oversized(_) => event.with_http_status(502),
+            _ => event,
         })
     }
 

@@ -18,6 +18,7 @@ use crate::tools::ToolRegistry;
 
 pub use approvals::{ApprovalSigner, TokenError};
 pub use compaction::CompactionOptions;
+pub use images::ImageLimits;
 pub use prepare::{ChatError, PreparedChat, RequestMeta};
 pub use secrets::SecretMasker;
 
@@ -26,6 +27,8 @@ pub struct AgentOptions {
     pub tool_budget_pct: f64,
     pub tool_budget_tokens: u32,
     pub duplicate_call_guard: bool,
+    pub max_tool_calls_per_answer: usize,
+    pub images: images::ImageLimits,
 }
 
 pub struct Agent {

@@ -23,6 +23,9 @@ use crate::wire::{ChatRequest, FollowUpAction, Message};
 pub enum ChatError {
     #[error("{0}")]
     BadRequest(String),
+    /// The request is within the body limit but over a cap of what it may contain (413).
+    #[error("{0}")]
+    TooLarge(String),
     #[error("{0}")]
     NoModel(String),
     #[error("{0}")]
@@ -69,6 +72,13 @@ impl Agent {
                 ModelLookupError::Unknown { .. } => ChatError::BadRequest(e.to_string()),
             })?;
         let history = req.conversation_history.unwrap_or_default();
+        self.options
+            .images
+            .check(&history, req.images.as_deref().unwrap_or_default())
+            .map_err(ChatError::TooLarge)?;
+        if let Some(moved) = self.signer.moved_token(&history) {
+            return Err(ChatError::BadRequest(moved));
+        }
         let tool_decisions = req.tool_decisions.unwrap_or_default();
         let frontend_tool_results = req.frontend_tool_results.unwrap_or_default();
         let resuming = !history.is_empty()

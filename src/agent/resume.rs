@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use super::Agent;
+use super::approvals::{TokenError, conversation_digest};
 use futures::StreamExt;
 
 use super::chat_loop::{MAX_PARALLEL_TOOLS, Run, tool_result_event};
@@ -73,7 +74,8 @@ impl Agent {
         // future not provably `Send`.
         let mut decisions_run = Vec::with_capacity(approvals.len());
         for p in &approvals {
-            decisions_run.push(self.decide(&p.call, decisions, &headers));
+            let digest = conversation_digest(&run.conv.messages()[..=p.message_index]);
+            decisions_run.push(self.decide(&p.call, digest, decisions, &headers));
         }
         let decided: Vec<ExecutedCall> = futures::stream::iter(decisions_run)
             .buffered(MAX_PARALLEL_TOOLS)
@@ -106,6 +108,7 @@ impl Agent {
     async fn decide(
         &self,
         call: &ToolCall,
+        digest: String,
         decisions: &[ToolDecision],
         headers: &std::sync::Arc<Vec<(String, String)>>,
     ) -> ExecutedCall {
@@ -115,16 +118,26 @@ impl Agent {
             &call.id,
             name,
             &call.function.arguments,
+            &digest,
         ) {
             tracing::warn!(tool_call_id = %call.id, ?reason, "approval token rejected");
+            let why = match reason {
+                TokenError::Expired => format!(
+                    "the approval expired (pending approvals are valid for {} s, \
+                     approvals.token_ttl_secs)",
+                    self.signer.ttl_secs()
+                ),
+                _ => "this pending approval was not issued by this server for this \
+                      conversation, or was altered"
+                    .to_owned(),
+            };
             return executed_from(
                 call,
                 "",
                 name,
                 ToolOutput::error(format!(
-                    "Approval token validation failed ({reason:?}): this pending approval was not \
-                     issued by this server, was altered, or has expired, so the tool was not run. \
-                     Call the tool again if it is still needed."
+                    "Approval token validation failed ({reason:?}): {why}, so the tool was not \
+                     run. Call the tool again if it is still needed."
                 )),
             );
         }

@@ -16,7 +16,7 @@ impl SecretMasker {
     pub fn new(secrets: impl IntoIterator<Item = String>) -> SecretMasker {
         let mut secrets: Vec<String> = secrets
             .into_iter()
-            .map(|s| s.trim().to_owned())
+            .flat_map(|s| with_variants(s.trim()))
             .filter(|s| s.len() >= MIN_SECRET_LEN)
             .collect();
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
@@ -43,6 +43,28 @@ impl SecretMasker {
     }
 }
 
+/// Lines of a multi-line secret (a PEM key) no shorter than this are masked on their own: a
+/// tool may print the key re-wrapped or quoted, never line for line as configured.
+const MIN_SECRET_LINE_LEN: usize = 16;
+
+/// A secret as configured, as it appears inside a JSON string (a key file printed whole), and,
+/// for a multi-line one, each of its long lines.
+fn with_variants(secret: &str) -> Vec<String> {
+    let mut out = vec![secret.to_owned()];
+    if secret.contains(['\n', '\r', '"', '\\']) {
+        let escaped = serde_json::Value::String(secret.to_owned()).to_string();
+        out.push(escaped[1..escaped.len() - 1].to_owned());
+        out.extend(
+            secret
+                .lines()
+                .map(str::trim)
+                .filter(|line| line.len() >= MIN_SECRET_LINE_LEN)
+                .map(str::to_owned),
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +79,21 @@ mod tests {
         let mut t = "key=sk-abcdef-longer and sk-abcdef; abc stays".to_owned();
         m.mask(&mut t);
         assert_eq!(t, "key=<secret-hidden> and <secret-hidden>; abc stays");
+    }
+
+    #[test]
+    fn multi_line_keys_are_masked_whole_escaped_and_line_by_line() {
+        let key = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n";
+        let m = SecretMasker::new([key.to_owned()]);
+        let mut whole = format!("key: {key}");
+        m.mask(&mut whole);
+        assert_eq!(whole.trim_end(), format!("key: {MASK}"));
+        let mut json = format!("{{\"private_key\": {}}}", serde_json::json!(key));
+        m.mask(&mut json);
+        // The configured value is trimmed: its final newline stays.
+        assert_eq!(json, format!("{{\"private_key\": \"{MASK}\\n\"}}"));
+        let mut line = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC".to_owned();
+        m.mask(&mut line);
+        assert_eq!(line, MASK);
     }
 }

@@ -83,6 +83,24 @@ impl Tokenizer {
     }
 }
 
+/// Inputs at least this large are counted on tokio's blocking pool: tokenising runs at tens of
+/// MB/s, so a 10 MB request would hold a runtime worker (and every request and `/healthz`
+/// scheduled on it) for about a second; smaller ones cost less than the hand-off.
+pub const BLOCKING_THRESHOLD_BYTES: usize = 256 * 1024;
+
+/// Runs `work`, which tokenises about `size` bytes of input, where it cannot stall the async
+/// workers: inline when small, on the blocking pool when large.
+pub async fn count_off_workers<T: Send + 'static>(
+    size: usize,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    if size < BLOCKING_THRESHOLD_BYTES {
+        Ok(work())
+    } else {
+        tokio::task::spawn_blocking(work).await
+    }
+}
+
 /// Token counts of one message, split the way `metadata.tokens` reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MessageTokens {
@@ -132,6 +150,22 @@ mod tests {
     use super::*;
     use crate::wire::ToolCall;
     use serde_json::json;
+
+    #[test]
+    fn large_inputs_are_counted_off_the_async_workers() {
+        // A current-thread runtime runs its tasks on this thread; the blocking pool does not.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let here = std::thread::current().id();
+        let thread_of = |size| {
+            runtime
+                .block_on(count_off_workers(size, || std::thread::current().id()))
+                .unwrap()
+        };
+        assert_eq!(thread_of(BLOCKING_THRESHOLD_BYTES - 1), here);
+        assert_ne!(thread_of(BLOCKING_THRESHOLD_BYTES), here);
+    }
 
     #[test]
     fn picks_encoding_by_model() {

@@ -13,6 +13,7 @@ use super::body::{parse_json, read_body};
 use super::sse::StreamLimits;
 use super::{ApiError, AppState, RequestId, sse};
 use crate::agent::RequestMeta;
+use crate::context::tokens::count_off_workers;
 use crate::wire::{ChatRequest, ChatResponse, StreamEvent};
 
 pub async fn chat(
@@ -54,9 +55,19 @@ async fn handle(
 ) -> Result<Response, ApiError> {
     let bytes = read_body(body, state.body_limit)?;
     let request: ChatRequest = parse_json(&bytes)?;
+    let size = bytes.len();
     drop(bytes);
     let stream = request.stream;
-    let prepared = state.agent.prepare(request, meta)?;
+    // Preparing counts the tokens of the whole history: a large one goes to the blocking pool.
+    let agent = state.agent.clone();
+    let prepared = count_off_workers(size, move || agent.prepare(request, meta))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("preparing the request failed: {e}"),
+            )
+        })??;
     if prepared.model.call_slots.available_permits() == 0 {
         let mut response = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -36,6 +36,7 @@ impl From<ChatError> for ApiError {
     fn from(e: ChatError) -> Self {
         let status = match &e {
             ChatError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ChatError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ChatError::NoModel(_) => StatusCode::SERVICE_UNAVAILABLE,
             ChatError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

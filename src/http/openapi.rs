@@ -448,14 +448,16 @@ fn paths_document(
             },
             "400": error_response("Malformed JSON, an empty `ask` outside a resume, an unknown \
                 `model`, invalid `frontend_tools` or `response_format`, images for a model \
-                without vision."),
-            "413": error_response("The body exceeds `server.body_limit_bytes`."),
+                without vision, an approval token issued for a different conversation."),
+            "413": error_response("The body exceeds `server.body_limit_bytes`; too many or too \
+                large images (`agent.max_images_*`, `agent.max_image_bytes_total`); a history \
+                that alone does not fit the model's context window (non-streaming)."),
             "422": error_response("Valid JSON of the wrong shape; `detail` lists the fields."),
             "429": error_response("The LLM provider rate-limited the request (non-streaming)."),
             "500": error_response("The agent failed (non-streaming): LLM error, too many \
-                steps, a conversation that no longer fits the context window."),
+                steps, a conversation that outgrew the context window."),
             "502": error_response("The answer did not match `response_format` after one \
-                repair attempt (non-streaming)."),
+                repair attempt, or the LLM sent a streamed event over 4 MiB (non-streaming)."),
             "504": error_response("The request exceeded `server.request_deadline_secs` \
                 (non-streaming)."),
         }));

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
+use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use rand::Rng;
 use serde::Serialize;
@@ -12,6 +12,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::error::LlmError;
+use super::event_limit::{BodyError, MAX_EVENT_BYTES, limit_events};
 use super::registry::{Auth, ModelConfig};
 use super::stream::{Assembler, Chunk};
 use crate::config::LlmSettings;
@@ -262,7 +263,7 @@ impl LlmClient {
         let cap_bytes = (model.max_output_tokens as usize)
             .saturating_mul(8)
             .max(64 * 1024);
-        let mut events = response.bytes_stream().eventsource();
+        let mut events = limit_events(response.bytes_stream(), MAX_EVENT_BYTES).eventsource();
         let mut acc = Assembler::default();
         let mut done = false;
         loop {
@@ -275,7 +276,12 @@ impl LlmClient {
                     ))
                 })?;
             let Some(event) = next else { break };
-            let event = event.map_err(|e| LlmError::Protocol(format!("unreadable stream: {e}")))?;
+            let event = event.map_err(|e| match e {
+                EventStreamError::Transport(BodyError::EventTooLarge(max)) => LlmError::Oversized(
+                    format!("one streamed event exceeded {max} bytes without ending; the call was stopped"),
+                ),
+                e => LlmError::Protocol(format!("unreadable stream: {e}")),
+            })?;
             let data = event.data.trim();
             if data.is_empty() {
                 continue;

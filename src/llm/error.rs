@@ -23,6 +23,9 @@ pub enum LlmError {
     Timeout(String),
     #[error("LLM stream broken: {0}")]
     Protocol(String),
+    /// The provider sent more than triage holds for one call (a bad or hostile server).
+    #[error("LLM response too large: {0}")]
+    Oversized(String),
     #[error(
         "too many concurrent calls to model '{0}' (llm.max_concurrent_calls_per_model); retry shortly"
     )]
@@ -57,6 +60,7 @@ impl LlmError {
             LlmError::Connect { .. } => "connect",
             LlmError::Timeout(_) => "timeout",
             LlmError::Protocol(_) => "protocol",
+            LlmError::Oversized(_) => "oversized",
             LlmError::Overloaded(_) => "overloaded",
         }
     }

@@ -3,6 +3,7 @@
 
 mod client;
 mod error;
+mod event_limit;
 pub mod registry;
 mod stream;
 

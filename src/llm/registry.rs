@@ -59,6 +59,9 @@ pub struct ModelConfig {
     pub tokenizer: Tokenizer,
     /// Calls in flight to this model are bounded (llm.max_concurrent_calls_per_model).
     pub call_slots: tokio::sync::Semaphore,
+    /// Every credential of this model (its key, credential-like fields of its entry), for the
+    /// secret masker.
+    pub credentials: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -118,6 +121,13 @@ impl ModelRegistry {
 
     pub fn keys(&self) -> Vec<String> {
         self.models.iter().map(|m| m.key.clone()).collect()
+    }
+
+    /// The credentials of every model, whichever source configured it.
+    pub fn credentials(&self) -> impl Iterator<Item = String> + '_ {
+        self.models
+            .iter()
+            .flat_map(|m| m.credentials.iter().cloned())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -310,7 +320,19 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         (None, None) => None,
         (i, o) => Some((i.unwrap_or(0.0), o.unwrap_or(0.0))),
     };
+    // litellm-style entries may carry provider credentials beside `api_key`
+    // (aws_secret_access_key, vertex_credentials, …).
+    let mut credentials: Vec<String> = entry
+        .extra
+        .iter()
+        .filter(|(k, _)| crate::credentials::is_credential_name(k) || k.contains("credentials"))
+        .filter_map(|(_, v)| v.as_str().map(str::to_owned))
+        .collect();
+    if let Auth::Bearer(k) | Auth::AzureKey(k) = &auth {
+        credentials.push(k.clone());
+    }
     Ok(ModelConfig {
+        credentials,
         key: key.to_owned(),
         model_id: id.to_owned(),
         wire_model,

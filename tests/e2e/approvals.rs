@@ -77,7 +77,7 @@ async fn approve_runs_the_command_and_the_stream_resumes() {
     let history = paused["conversation_history"].clone();
     let call = pending_call(&history);
     assert_eq!(call["pending_approval"], true);
-    assert!(call["approval_token"].as_str().unwrap().starts_with("v1."));
+    assert!(call["approval_token"].as_str().unwrap().starts_with("v2."));
     assert!(
         !dir.join("approved-marker").exists(),
         "nothing ran before approval"

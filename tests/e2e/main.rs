@@ -5,7 +5,9 @@ mod fake_llm_selftest;
 mod helpers;
 mod kube_standin;
 
+mod agent_limits;
 mod api_model;
+mod approval_binding;
 mod approvals;
 mod bad_input;
 mod bash_policy;
@@ -23,6 +25,7 @@ mod openapi;
 mod operations;
 mod policy_strace;
 mod readme;
+mod secret_masking;
 mod security;
 mod soak;
 mod streaming;

@@ -1,0 +1,133 @@
+//! Every credential triage knows is masked in what the model and the client see, wherever it
+//! was configured: here a key from the HolmesGPT model list file and a provider variable
+//! (`AZURE_API_KEY`) that no model uses, on the real binary started as an operator would; the
+//! files it read its configuration from are closed to the bash tool.
+
+use serde_json::json;
+
+use crate::fake_llm::{FakeLlm, Step, http_client};
+
+const LIST_KEY: &str = "sk-list-file-key-4711";
+const AZURE_KEY: &str = "azure-key-0815-abcdef";
+
+#[tokio::test]
+async fn model_list_keys_and_provider_variables_are_masked() {
+    let llm = FakeLlm::start().await;
+    let dir = std::env::temp_dir().join(format!("triage-mask-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("models.yaml");
+    std::fs::write(
+        &list,
+        format!(
+            "listed:\n  model: openai/fake-model\n  api_base: {}\n  api_key: {LIST_KEY}\n",
+            llm.base_url()
+        ),
+    )
+    .unwrap();
+    let config = dir.join("triage.toml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nport = {port}\n[toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n"
+        ),
+    )
+    .unwrap();
+    let _server = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("TRIAGE_CONFIG", &config)
+        .env("MODEL_LIST_FILE_LOCATION", &list)
+        .env("AZURE_API_KEY", AZURE_KEY)
+        .arg("serve")
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = http_client();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut ready = false;
+    for _ in 0..100 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(ready, "server did not start");
+
+    // A prompt-injected model prints both credentials through an allowed command.
+    // And tries to read the files triage reads its configuration from.
+    llm.push(Step::tools(vec![
+        (
+            "leak",
+            "bash",
+            json!({"command": format!("echo list={LIST_KEY} azure={AZURE_KEY}")}),
+        ),
+        (
+            "list",
+            "bash",
+            json!({"command": format!("cat {}", list.display())}),
+        ),
+        (
+            "config",
+            "bash",
+            json!({"command": format!("cat {}", config.display())}),
+        ),
+    ]));
+    llm.push(Step::text("done"));
+    let resp = client
+        .post(format!("{base}/api/chat"))
+        .header("content-type", "application/json")
+        .body(json!({"ask": "q", "stream": true}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = crate::helpers::read_events(resp).await;
+    let result_of = |id: &str| {
+        events
+            .iter()
+            .find(|e| e.name == "tool_calling_result" && e.data["tool_call_id"] == id)
+            .expect("a tool result")
+    };
+    for id in ["list", "config"] {
+        let refused = &result_of(id).data["result"];
+        assert_ne!(refused["status"], "success", "{id}: {refused}");
+        assert!(!refused.to_string().contains("api_key"), "{id}: {refused}");
+    }
+    let result = result_of("leak");
+    let data = result.data["result"]["data"].as_str().unwrap();
+    assert_eq!(data.trim(), "list=<secret-hidden> azure=<secret-hidden>");
+    // Nothing the client received carries either key outside the model's own command text.
+    let end = events.last().unwrap();
+    assert_eq!(end.name, "ai_answer_end");
+    let history = end.data["conversation_history"].to_string();
+    let tool_message = end.data["conversation_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_call_id"] == "leak")
+        .unwrap()
+        .to_string();
+    assert!(
+        !tool_message.contains(LIST_KEY) && !tool_message.contains(AZURE_KEY),
+        "{history}"
+    );
+    // The model read the masked result too.
+    let sent = llm.requests()[1]["messages"].to_string();
+    assert!(
+        sent.contains("list=<secret-hidden> azure=<secret-hidden>"),
+        "{sent}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
