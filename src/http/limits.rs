@@ -68,7 +68,12 @@ pub async fn track_and_limit(
         count(route.clone(), status);
         metrics::histogram!("triage_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
     };
-    Response::from_parts(parts, Body::from_stream(guarded))
+    let body = if is_stream {
+        super::unread::body(guarded, state.write_timeout)
+    } else {
+        Body::from_stream(guarded)
+    };
+    Response::from_parts(parts, body)
 }
 
 fn count(route: String, status: String) {

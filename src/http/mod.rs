@@ -14,6 +14,7 @@ pub mod ops;
 mod origin;
 pub mod server;
 pub mod sse;
+mod unread;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,6 +43,8 @@ pub struct AppState {
     pub body_limit: usize,
     /// Time a client has to send its whole body.
     pub body_read_timeout: Duration,
+    /// A stream whose client takes nothing for this long ends.
+    pub write_timeout: Duration,
     pub model_name_as_string: bool,
     pub api_keys: ApiKeys,
     pub limit: RequestLimit,

@@ -65,23 +65,46 @@ async fn a_connection_that_sends_nothing_is_closed() {
     assert!(read.is_ok(), "a silent connection was kept open");
 }
 
-#[tokio::test]
-async fn a_stream_nobody_reads_frees_its_slot_and_cancels_the_llm_call() {
-    // Answers of tens of MB are allowed, so only the stalled client can end this one.
+/// A server with one request slot, a short write timeout, and an LLM that streams 40 MB of
+/// text over about 8 s (answers that large are allowed): far more than socket buffers or an
+/// HTTP/2 window hold, so only a stalled client can end the request early.
+async fn flooded_app() -> TestApp {
     let app = spawn_app_with(
         "[server]\nmax_concurrent_requests = 1\nwrite_timeout_secs = 0.5\n\
          [llm]\nmax_output_tokens = 20000000\n\
          [models.fake]\ncustom_args = { max_context_size = 40000000 }\n",
     )
     .await;
-    // 40 MB of text over about 8 s: far more than the socket buffers hold.
     let piece = "word ".repeat(2_000);
     app.llm.push(Step::Slow {
         content: piece.repeat(4_000),
         chunks: 4_000,
         interval: Duration::from_millis(2),
     });
-    let body = json!({"ask": "q", "stream": true, "stream_deltas": true}).to_string();
+    app
+}
+
+fn flooding_ask() -> String {
+    json!({"ask": "q", "stream": true, "stream_deltas": true}).to_string()
+}
+
+/// The stalled request's LLM call was cancelled and the only slot serves the next request.
+async fn assert_released(app: &TestApp) {
+    assert!(
+        app.llm
+            .wait_for_cancellations(1, Duration::from_secs(30))
+            .await,
+        "the LLM call of a client that reads nothing was not cancelled"
+    );
+    app.llm.push(Step::text("next"));
+    let (status, body) = app.chat_json(&json!({"ask": "q"})).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn a_stream_nobody_reads_frees_its_slot_and_cancels_the_llm_call() {
+    let app = flooded_app().await;
+    let body = flooding_ask();
     let mut reader_gone = connect(&app).await;
     reader_gone
         .write_all(
@@ -93,15 +116,27 @@ async fn a_stream_nobody_reads_frees_its_slot_and_cancels_the_llm_call() {
         )
         .await
         .unwrap();
-    assert!(
-        app.llm
-            .wait_for_cancellations(1, Duration::from_secs(30))
-            .await,
-        "the LLM call of a client that reads nothing was not cancelled"
-    );
-    // The only slot is free again.
-    app.llm.push(Step::text("next"));
-    let (status, body) = app.chat_json(&json!({"ask": "q"})).await;
-    assert_eq!(status, 200, "{body}");
+    assert_released(&app).await;
     drop(reader_gone);
+}
+
+#[tokio::test]
+async fn an_http2_stream_nobody_reads_frees_its_slot_and_cancels_the_llm_call() {
+    // The client's HTTP/2 stack keeps reading the connection; only this stream's window fills.
+    let app = flooded_app().await;
+    let h2 = reqwest::Client::builder()
+        .no_proxy()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let unread = h2
+        .post(app.url("/api/chat"))
+        .header("content-type", "application/json")
+        .body(flooding_ask())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unread.version(), reqwest::Version::HTTP_2);
+    assert_released(&app).await;
+    drop(unread);
 }
