@@ -405,6 +405,16 @@ impl Settings {
                 "`server.shutdown_grace_secs` must be 0 or positive".into(),
             ));
         }
+        if let Some(bad) = self
+            .server
+            .allowed_hosts
+            .iter()
+            .find(|h| h.trim().is_empty() || h.contains('/'))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "`server.allowed_hosts` lists host names (`name` or `name:port`, no scheme or path), got '{bad}'"
+            )));
+        }
         if self.llm.max_concurrent_calls_per_model == 0 {
             return Err(ConfigError::Invalid(
                 "`llm.max_concurrent_calls_per_model` must be at least 1".into(),
@@ -476,6 +486,20 @@ mod tests {
     fn unknown_key_is_named() {
         let err = Settings::from_toml("[server]\nprot = 1\n").unwrap_err();
         assert!(err.to_string().contains("prot"), "{err}");
+    }
+
+    #[test]
+    fn allowed_hosts_are_names() {
+        let err = Settings::from_toml("[server]\nallowed_hosts = [\"https://triage.example\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("server.allowed_hosts") && err.contains("https://triage.example"),
+            "{err}"
+        );
+        assert!(
+            Settings::from_toml("[server]\nallowed_hosts = [\"triage.example:8080\"]\n").is_ok()
+        );
     }
 
     #[test]
