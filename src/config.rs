@@ -66,12 +66,20 @@ pub struct ServerSettings {
     /// Browser origins allowed by CORS; empty disables CORS. `*` allows any origin.
     #[serde(default)]
     pub cors_allowed_origins: Vec<String>,
+    /// Host names a server without API keys answers besides localhost and IP addresses
+    /// (DNS-rebinding guard); `*` allows any.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
     /// Requests served at once; beyond it 503 with Retry-After.
     pub max_concurrent_requests: usize,
     /// Whole-request deadline; a stream then ends with an `error` event.
     pub request_deadline_secs: f64,
     /// Time a client has to send its request headers (slow-loris guard).
     pub header_read_timeout_secs: f64,
+    /// Time a client has to send its whole request body (408 beyond it).
+    pub body_read_timeout_secs: f64,
+    /// A connection whose peer accepts no response bytes for this long is closed.
+    pub write_timeout_secs: f64,
     /// On SIGTERM, how long running requests may finish before open streams are ended.
     pub shutdown_grace_secs: f64,
     /// Request headers never passed to tools (HOLMES_PASSTHROUGH_BLOCKED_HEADERS).
@@ -403,6 +411,11 @@ impl Settings {
                 "server.header_read_timeout_secs",
                 self.server.header_read_timeout_secs,
             ),
+            (
+                "server.body_read_timeout_secs",
+                self.server.body_read_timeout_secs,
+            ),
+            ("server.write_timeout_secs", self.server.write_timeout_secs),
         ] {
             if !(value.is_finite() && value > 0.0) {
                 return Err(ConfigError::Invalid(format!(
@@ -415,6 +428,16 @@ impl Settings {
             return Err(ConfigError::Invalid(
                 "`server.shutdown_grace_secs` must be 0 or positive".into(),
             ));
+        }
+        if let Some(bad) = self
+            .server
+            .allowed_hosts
+            .iter()
+            .find(|h| h.trim().is_empty() || h.contains('/'))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "`server.allowed_hosts` lists host names (`name` or `name:port`, no scheme or path), got '{bad}'"
+            )));
         }
         if self.llm.max_concurrent_calls_per_model == 0 {
             return Err(ConfigError::Invalid(
@@ -510,6 +533,20 @@ mod tests {
     fn unknown_key_is_named() {
         let err = Settings::from_toml("[server]\nprot = 1\n").unwrap_err();
         assert!(err.to_string().contains("prot"), "{err}");
+    }
+
+    #[test]
+    fn allowed_hosts_are_names() {
+        let err = Settings::from_toml("[server]\nallowed_hosts = [\"https://triage.example\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("server.allowed_hosts") && err.contains("https://triage.example"),
+            "{err}"
+        );
+        assert!(
+            Settings::from_toml("[server]\nallowed_hosts = [\"triage.example:8080\"]\n").is_ok()
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::agent::{
 };
 use crate::config::{ConfigError, Settings};
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
-use crate::http::{ApiKeys, AppState, RequestLimit, ShutdownWatch, router};
+use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
 use crate::llm::{LlmClient, ModelRegistry};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::tools::{self, ToolRegistry, ToolsetStatus};
@@ -249,6 +249,8 @@ impl Application {
             keepalive: (server.keepalive_interval_secs > 0.0)
                 .then(|| secs(server.keepalive_interval_secs)),
             body_limit: server.body_limit_bytes,
+            body_read_timeout: secs(server.body_read_timeout_secs),
+            write_timeout: secs(server.write_timeout_secs),
             model_name_as_string: settings.compat.model_name_as_string,
             api_keys: ApiKeys::new(&keys),
             limit: RequestLimit(Arc::new(Semaphore::new(server.max_concurrent_requests))),
@@ -256,6 +258,11 @@ impl Application {
             shutdown: ShutdownWatch(phase_rx),
             started: Instant::now(),
             cors_allowed_origins: server.cors_allowed_origins.clone(),
+            browser_guard: Arc::new(BrowserGuard::new(
+                &server.cors_allowed_origins,
+                &server.allowed_hosts,
+                !keys.is_empty(),
+            )),
             // triage's own credentials never reach a tool, whatever the configured list says.
             blocked_headers: Arc::new(
                 server
@@ -280,6 +287,7 @@ impl Application {
             serve: ServeOptions {
                 tls,
                 header_read_timeout: secs(server.header_read_timeout_secs),
+                write_timeout: secs(server.write_timeout_secs),
                 grace: secs(server.shutdown_grace_secs),
             },
             phase,

@@ -1,27 +1,61 @@
-//! JSON request bodies: read with a size limit, parsed regardless of `Content-Type` (as the
-//! reference server does), errors naming the offending field.
+//! Request bodies: read whole with a size limit and a time limit, then parsed as JSON
+//! regardless of `Content-Type` (as the reference server does; browsers are kept out by the
+//! origin guard), errors naming the offending field.
 
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::ApiError;
 
-pub fn read_body(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
-    body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
+/// Reads the whole body into memory within `timeout`: 413 beyond `limit` bytes, 408 when the
+/// client is too slow. Handlers then find the body complete.
+pub async fn buffer_body(
+    request: Request,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Request, ApiError> {
+    let (parts, body) = request.into_parts();
+    let collected = tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await;
+    let bytes = match collected {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => {
+            return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
                     "Request body too large: the limit is {limit} bytes (server.body_limit_bytes)"
                 ),
-            )
-        } else {
-            ApiError::new(rejection.status(), rejection.body_text())
+            ));
         }
-    })
+        Ok(Err(e)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("Cannot read the request body: {e}"),
+            ));
+        }
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "The request body did not arrive within {} s (server.body_read_timeout_secs)",
+                    timeout.as_secs_f64()
+                ),
+            ));
+        }
+    };
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// The body `buffer_body` already read; extraction can fail only on a server bug.
+pub fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|rejection| ApiError::new(rejection.status(), rejection.body_text()))
 }
 
 /// Malformed JSON → 400; valid JSON of the wrong shape → 422 with a FastAPI-style list of

@@ -53,7 +53,7 @@ async fn handle(
     meta: RequestMeta,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let bytes = read_body(body, state.body_limit)?;
+    let bytes = read_body(body)?;
     let request: ChatRequest = parse_json(&bytes)?;
     let size = bytes.len();
     drop(bytes);

@@ -1,6 +1,7 @@
 //! Load shedding and request bookkeeping: a bound on requests in flight (503 with Retry-After
-//! beyond it, never a queue), per-route metrics, and the active-streams gauge. The permit and
-//! the measurements live as long as the response body, so a long stream counts until it ends.
+//! beyond it, never a queue), per-route metrics, and the active-streams gauge. A request takes
+//! its slot once its body has been read; the permit and the measurements then live as long as
+//! the response body, so a long stream counts until it ends.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
 
+use super::body::buffer_body;
 use super::{ApiError, AppState};
 
 #[derive(Clone)]
@@ -33,21 +35,20 @@ pub async fn track_and_limit(
     if matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics") {
         return next.run(request).await;
     }
-    let permit = match state.limit.0.clone().try_acquire_owned() {
-        Ok(p) => p,
-        Err(_) => {
-            metrics::counter!("triage_http_requests_total", "route" => route, "status" => "503")
-                .increment(1);
-            let mut response = ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Server busy: too many requests in flight, retry shortly",
-            )
-            .into_response();
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return response;
+    // Saturated: refuse before reading a body that could not run anyway.
+    if state.limit.0.available_permits() == 0 {
+        return busy(route);
+    }
+    // The slot is taken once the body has arrived: clients trickling a body hold none.
+    let request = match buffer_body(request, state.body_limit, state.body_read_timeout).await {
+        Ok(request) => request,
+        Err(refusal) => {
+            count(route, refusal.status.as_str().to_owned());
+            return refusal.into_response();
         }
+    };
+    let Ok(permit) = state.limit.0.clone().try_acquire_owned() else {
+        return busy(route);
     };
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
@@ -64,10 +65,33 @@ pub async fn track_and_limit(
         while let Some(chunk) = data.next().await {
             yield chunk;
         }
-        metrics::counter!("triage_http_requests_total", "route" => route.clone(), "status" => status).increment(1);
+        count(route.clone(), status);
         metrics::histogram!("triage_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
     };
-    Response::from_parts(parts, Body::from_stream(guarded))
+    let body = if is_stream {
+        super::unread::body(guarded, state.write_timeout)
+    } else {
+        Body::from_stream(guarded)
+    };
+    Response::from_parts(parts, body)
+}
+
+fn count(route: String, status: String) {
+    metrics::counter!("triage_http_requests_total", "route" => route, "status" => status)
+        .increment(1);
+}
+
+fn busy(route: String) -> Response {
+    count(route, "503".to_owned());
+    let mut response = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Server busy: too many requests in flight, retry shortly",
+    )
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 /// Counts an open SSE stream; the drop also runs when the client goes away mid-stream.

@@ -1,4 +1,4 @@
-//! HTTP: routes, middleware (request ids, API keys, load shedding, CORS), the `{"detail": …}`
+//! HTTP: routes, middleware (request ids, browser origin checks, API keys, load shedding, CORS), the `{"detail": …}`
 //! error shape, JSON body parsing and SSE framing. Handlers only translate between HTTP and
 //! the agent.
 
@@ -6,12 +6,15 @@ pub mod auth;
 pub mod body;
 mod chat;
 mod console;
+mod deadlines;
 mod error;
 mod limits;
 mod openapi;
 pub mod ops;
+mod origin;
 pub mod server;
 pub mod sse;
+mod unread;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +33,7 @@ use crate::agent::Agent;
 pub use auth::ApiKeys;
 pub use error::ApiError;
 pub use limits::RequestLimit;
+pub use origin::BrowserGuard;
 pub use server::ShutdownWatch;
 
 #[derive(Clone)]
@@ -37,6 +41,10 @@ pub struct AppState {
     pub agent: Arc<Agent>,
     pub keepalive: Option<Duration>,
     pub body_limit: usize,
+    /// Time a client has to send its whole body.
+    pub body_read_timeout: Duration,
+    /// A stream whose client takes nothing for this long ends.
+    pub write_timeout: Duration,
     pub model_name_as_string: bool,
     pub api_keys: ApiKeys,
     pub limit: RequestLimit,
@@ -44,6 +52,7 @@ pub struct AppState {
     pub shutdown: ShutdownWatch,
     pub started: Instant,
     pub cors_allowed_origins: Vec<String>,
+    pub browser_guard: Arc<BrowserGuard>,
     /// Lower-case header names never passed to tools.
     pub blocked_headers: Arc<Vec<String>>,
 }
@@ -66,7 +75,8 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "Not Found") })
         .layer(DefaultBodyLimit::max(state.body_limit))
         .layer(from_fn_with_state(state.clone(), limits::track_and_limit))
-        .layer(from_fn_with_state(state.clone(), auth::require_api_key));
+        .layer(from_fn_with_state(state.clone(), auth::require_api_key))
+        .layer(from_fn_with_state(state.clone(), origin::guard));
     let router = match cors {
         Some(cors) => router.layer(cors),
         None => router,

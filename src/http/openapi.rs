@@ -420,6 +420,11 @@ fn retry_response(description: &str) -> Value {
 /// Statuses every authenticated, load-shed route may answer.
 fn guarded(mut responses: Value) -> Value {
     responses["401"] = response_ref("Unauthorized");
+    responses["403"] = error_response(
+        "Refused for a browser: an `Origin` that is neither this server's nor in \
+        `server.cors_allowed_origins` (non-GET requests), or, without API keys, a `Host` other \
+        than localhost, an IP address or a name in `server.allowed_hosts`.",
+    );
     responses["503"] = response_ref("ServerBusy");
     responses
 }
@@ -449,6 +454,8 @@ fn paths_document(
             "400": error_response("Malformed JSON, an empty `ask` outside a resume, an unknown \
                 `model`, invalid `frontend_tools` or `response_format`, images for a model \
                 without vision, an approval token issued for a different conversation."),
+            "408": error_response("The body did not arrive within \
+                `server.body_read_timeout_secs`."),
             "413": error_response("The body exceeds `server.body_limit_bytes`; too many or too \
                 large images (`agent.max_images_*`, `agent.max_image_bytes_total`); a history \
                 that alone does not fit the model's context window (non-streaming)."),

@@ -1,5 +1,5 @@
-//! The accept loop: plain TCP or TLS, HTTP/1 and HTTP/2, a header-read timeout against
-//! slow-loris clients, and graceful shutdown (stop accepting, let requests finish for the grace
+//! The accept loop: plain TCP or TLS, HTTP/1 and HTTP/2, timeouts against slow-loris clients
+//! (first byte, headers, stalled writes), and graceful shutdown (stop accepting, let requests finish for the grace
 //! period, then tell open streams to end with an `error` event).
 
 use std::future::Future;
@@ -12,6 +12,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+use super::deadlines::Deadlines;
 
 /// Tells streams how far shutdown has gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +35,10 @@ impl ShutdownWatch {
 
 pub struct ServeOptions {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Also the time from accepting a connection to its first byte.
     pub header_read_timeout: Duration,
+    /// A connection whose peer takes no response bytes for this long is closed.
+    pub write_timeout: Duration,
     pub grace: Duration,
 }
 
@@ -72,6 +77,8 @@ pub async fn serve(
             },
             () = &mut signal => break,
         };
+        let accepted = tokio::time::Instant::now();
+        let (first_byte, write) = (options.header_read_timeout, options.write_timeout);
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
         let builder = builder.clone();
@@ -80,8 +87,10 @@ pub async fn serve(
         tokio::spawn(async move {
             let result = match tls {
                 None => {
-                    let conn =
-                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let conn = builder.serve_connection_with_upgrades(
+                        TokioIo::new(Deadlines::new(stream, accepted, first_byte, write)),
+                        service,
+                    );
                     watcher.watch(conn.into_owned()).await
                 }
                 Some(acceptor) => {
@@ -98,8 +107,10 @@ pub async fn serve(
                         }
                         Err(_) => return,
                     };
-                    let conn =
-                        builder.serve_connection_with_upgrades(TokioIo::new(tls_stream), service);
+                    let conn = builder.serve_connection_with_upgrades(
+                        TokioIo::new(Deadlines::new(tls_stream, accepted, first_byte, write)),
+                        service,
+                    );
                     watcher.watch(conn.into_owned()).await
                 }
             };

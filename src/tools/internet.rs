@@ -289,6 +289,27 @@ service 169.254.169.254) and other non-public addresses are blocked to prevent s
 request forgery (SSRF) against internal services; an operator can allow them with \
 toolsets.internet.allow_private_addresses = true.";
 
+/// The IPv4 address in an IPv4-mapped (`::ffff:a.b.c.d`, RFC 4291), IPv4-translated
+/// (`::ffff:0:a.b.c.d`, RFC 2765), well-known NAT64 (`64:ff9b::a.b.c.d`, RFC 6052) or 6to4
+/// (`2002:AABB:CCDD::`, RFC 3056) address.
+fn embedded_v4(s: [u16; 8]) -> Option<Ipv4Addr> {
+    let v4 = |hi: u16, lo: u16| {
+        let [a, b] = hi.to_be_bytes();
+        let [c, d] = lo.to_be_bytes();
+        Ipv4Addr::new(a, b, c, d)
+    };
+    const MAPPED: [u16; 6] = [0, 0, 0, 0, 0, 0xffff];
+    const TRANSLATED: [u16; 6] = [0, 0, 0, 0, 0xffff, 0];
+    const NAT64: [u16; 6] = [0x64, 0xff9b, 0, 0, 0, 0];
+    if [MAPPED, TRANSLATED, NAT64].contains(&[s[0], s[1], s[2], s[3], s[4], s[5]]) {
+        Some(v4(s[6], s[7]))
+    } else if s[0] == 0x2002 {
+        Some(v4(s[1], s[2]))
+    } else {
+        None
+    }
+}
+
 /// What kind of non-public address `ip` is, or `None` for a public one.
 fn non_public(ip: IpAddr) -> Option<&'static str> {
     match ip {
@@ -330,21 +351,23 @@ fn non_public_v6(a: Ipv6Addr) -> Option<&'static str> {
     if a.is_unspecified() {
         return Some("an unspecified address");
     }
-    let v4 = |hi: u16, lo: u16| {
-        let [a, b] = hi.to_be_bytes();
-        let [c, d] = lo.to_be_bytes();
-        Ipv4Addr::new(a, b, c, d)
-    };
-    // IPv4-mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16) addresses
-    // reach an IPv4 address: judge that one.
-    if s[..6] == [0, 0, 0, 0, 0, 0xffff] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        return non_public_v4(v4(s[6], s[7]));
+    // These forms reach an IPv4 host (through the host's stack, a NAT64 gateway or a 6to4
+    // relay): judge that host.
+    if let Some(v4) = embedded_v4(s) {
+        return non_public_v4(v4);
     }
-    if s[0] == 0x2002 {
-        return non_public_v4(v4(s[1], s[2]));
-    }
+    // ::a.b.c.d, deprecated since RFC 4291: no public use, whatever it embeds.
     if s[..6] == [0; 6] {
         return Some("a deprecated IPv4-compatible address");
+    }
+    // The local-use NAT64 prefix (RFC 8215) reaches IPv4 hosts of the operator's own network,
+    // at a position that depends on the prefix length: refuse it whole.
+    if s[..2] == [0x64, 0xff9b] && s[2] == 1 {
+        return Some("a local-use NAT64 address (it reaches this network's IPv4 hosts)");
+    }
+    // Teredo (2001::/32) tunnels to an IPv4 host through a relay.
+    if s[..2] == [0x2001, 0] {
+        return Some("a Teredo address (it tunnels to an IPv4 host)");
     }
     if (s[0] & 0xfe00) == 0xfc00 {
         Some("a unique-local address")
@@ -788,6 +811,42 @@ mod tests {
             non_public(ip("169.254.169.254")),
             Some("a link-local address (the range of cloud metadata services)")
         );
+    }
+
+    #[test]
+    fn ipv6_forms_that_embed_ipv4_are_judged_by_the_ipv4_address() {
+        // (form, carrying a private IPv4 address, carrying a public one)
+        let judged = [
+            ("mapped", "::ffff:10.0.0.1", "::ffff:8.8.8.8"),
+            ("mapped, hex", "::ffff:7f00:1", "::ffff:808:808"),
+            ("translated", "::ffff:0:127.0.0.1", "::ffff:0:8.8.8.8"),
+            ("translated", "::ffff:0:169.254.169.254", "::ffff:0:1.1.1.1"),
+            ("NAT64", "64:ff9b::192.168.0.1", "64:ff9b::8.8.8.8"),
+            ("6to4", "2002:a00:1::1", "2002:808:808::1"),
+            ("6to4", "2002:a9fe:a9fe::", "2002:101:101::"),
+        ];
+        for (form, private, public) in judged {
+            assert!(
+                non_public(ip(private)).is_some(),
+                "{form}: {private} passed"
+            );
+            assert_eq!(non_public(ip(public)), None, "{form}: {public} refused");
+        }
+        assert_eq!(
+            non_public(ip("::ffff:0:169.254.169.254")),
+            Some("a link-local address (the range of cloud metadata services)")
+        );
+        // Forms refused whatever they carry.
+        for always in [
+            "::10.0.0.1",
+            "::8.8.8.8",
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1::808:808",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001::f5f5:f7f7",
+        ] {
+            assert!(non_public(ip(always)).is_some(), "{always} passed");
+        }
     }
 
     #[test]

@@ -340,6 +340,9 @@ async fn default_config_refuses_private_addresses() {
     for url in [
         "http://169.254.169.254/latest/meta-data/",
         "http://[::ffff:127.0.0.1]/",
+        "http://[::ffff:0:127.0.0.1]/",
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[2002:7f00:1::1]/",
         "http://10.0.0.1/",
         "http://0x7f000001/",
     ] {
