@@ -34,12 +34,9 @@ impl ApprovalSigner {
             Some(k) => ApprovalSigner {
                 key: k.as_bytes().to_vec(),
             },
+            // The server warns about this at start-up; a one-shot CLI command has no one to
+            // resume elsewhere.
             None => {
-                tracing::warn!(
-                    "no approval signing key configured (approvals.signing_key or \
-                     HOLMES_APPROVAL_SIGNING_KEY): using a random per-process key, so a paused \
-                     approval can only be resumed by this process"
-                );
                 let key: [u8; 32] = rand::random();
                 ApprovalSigner { key: key.to_vec() }
             }

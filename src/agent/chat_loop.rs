@@ -543,8 +543,9 @@ impl Agent {
         let mut description = e.to_string();
         self.masker.mask(&mut description);
         let event = ErrorEvent::new(description, e.is_rate_limit());
+        // 502: the provider refused triage's call; 401 would read as the client's own key.
         StreamEvent::Error(if e.is_auth() {
-            event.with_http_status(401)
+            event.with_http_status(502)
         } else {
             event
         })

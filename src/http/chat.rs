@@ -54,7 +54,11 @@ async fn handle(
 ) -> Result<Response, ApiError> {
     let bytes = read_body(body, state.body_limit)?;
     let request: ChatRequest = parse_json(&bytes)?;
+    let warnings = ignored_fields(&bytes);
     drop(bytes);
+    if !warnings.is_empty() {
+        tracing::warn!(?warnings, "request fields ignored");
+    }
     let stream = request.stream;
     let prepared = state.agent.prepare(request, meta)?;
     if prepared.model.call_slots.available_permits() == 0 {
@@ -73,6 +77,7 @@ async fn handle(
         return Ok(response);
     }
     let events = in_span(state.agent.clone().run(prepared), tracing::Span::current());
+    let events = futures::StreamExt::map(events, move |event| with_warnings(event, &warnings));
     if stream {
         let limits = StreamLimits {
             keepalive: state.keepalive,
@@ -90,6 +95,43 @@ async fn handle(
                 state.deadline.as_secs_f64()
             ),
         )),
+    }
+}
+
+/// What the request carries that triage does not read: unknown top-level fields and unknown
+/// `behavior_controls` keys, as sentences for `metadata.warnings`.
+fn ignored_fields(bytes: &[u8]) -> Vec<String> {
+    let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(bytes) else {
+        return Vec::new();
+    };
+    let known = match serde_json::to_value(ChatRequest::default()) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => return Vec::new(),
+    };
+    let mut warnings: Vec<String> = body
+        .keys()
+        .filter(|k| !known.contains_key(*k))
+        .map(|k| format!("unknown request field `{k}` ignored"))
+        .collect();
+    if let Some(serde_json::Value::Object(controls)) = body.get("behavior_controls") {
+        warnings.extend(
+            controls
+                .keys()
+                .filter(|k| crate::prompt::Section::from_key(k).is_none())
+                .map(|k| format!("unknown behavior_controls key `{k}` ignored")),
+        );
+    }
+    warnings
+}
+
+/// The final event carries the request's warnings in its metadata.
+fn with_warnings(event: StreamEvent, warnings: &[String]) -> StreamEvent {
+    match event {
+        StreamEvent::AnswerEnd(mut end) if !warnings.is_empty() => {
+            end.metadata.warnings = warnings.to_vec();
+            StreamEvent::AnswerEnd(end)
+        }
+        other => other,
     }
 }
 

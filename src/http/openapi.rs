@@ -454,15 +454,13 @@ fn paths_document(
             "429": error_response("The LLM provider rate-limited the request (non-streaming)."),
             "500": error_response("The agent failed (non-streaming): LLM error, too many \
                 steps, a conversation that no longer fits the context window."),
-            "502": error_response("The answer did not match `response_format` after one \
-                repair attempt (non-streaming)."),
+            "502": error_response("The LLM provider refused the model's credentials, or the \
+                answer did not match `response_format` after one repair attempt \
+                (non-streaming)."),
             "504": error_response("The request exceeded `server.request_deadline_secs` \
                 (non-streaming)."),
         }));
-        r["401"]["description"] = json!(
-            "Invalid or missing API key, or the LLM provider \
-            refused its credentials (non-streaming)."
-        );
+        r["401"]["description"] = json!("Invalid or missing API key.");
         r["503"] = retry_response(
             "Server busy (`server.max_concurrent_requests`), the model \
             at `llm.max_concurrent_calls_per_model`, or no model configured.",

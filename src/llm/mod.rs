@@ -2,6 +2,8 @@
 //! retries what is worth retrying, and maps failures to precise errors.
 
 mod client;
+pub mod entry_keys;
+pub mod probe;
 mod error;
 pub mod registry;
 mod stream;
