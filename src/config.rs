@@ -337,11 +337,7 @@ impl Settings {
         figment = figment
             .merge(holmes)
             // TRIAGE_CONFIG and TRIAGE_API_KEY (the CLI's `--api-key`) are not settings.
-            .merge(
-                Env::prefixed("TRIAGE_")
-                    .ignore(CLI_ONLY_VARS)
-                    .split("__"),
-            );
+            .merge(Env::prefixed("TRIAGE_").ignore(CLI_ONLY_VARS).split("__"));
         let mut settings: Settings = figment.extract().map_err(|e| {
             let message = e.to_string();
             ConfigError::Invalid(format!("{message}{}", env_hint(&message)))

@@ -92,7 +92,11 @@ fn server_chat_url(given: &str) -> Result<String, String> {
     if url.path().trim_end_matches('/').is_empty() {
         return Ok(format!("{}/api/chat", given.trim_end_matches('/')));
     }
-    let base = format!("{}://{}", url.scheme(), &url[url::Position::BeforeHost..url::Position::AfterPort]);
+    let base = format!(
+        "{}://{}",
+        url.scheme(),
+        &url[url::Position::BeforeHost..url::Position::AfterPort]
+    );
     Err(format!(
         "--server expects the server's base URL, not an endpoint: got '{given}', write --server {base}"
     ))
@@ -456,7 +460,10 @@ mod tests {
         assert!(behavior_controls(&["x".into()]).is_err());
         assert!(behavior_controls(&["x=maybe".into()]).is_err());
         let err = behavior_controls(&["style_guid=off".into()]).unwrap_err();
-        assert!(err.contains("style_guid") && err.contains("style_guide"), "{err}");
+        assert!(
+            err.contains("style_guid") && err.contains("style_guide"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -49,6 +49,7 @@ pub async fn json_error_bodies(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let method = request.method().clone();
     let response = next.run(request).await;
     let status = response.status();
     let bodyless = !response
@@ -59,12 +60,11 @@ pub async fn json_error_bodies(
     }
     let (mut parts, _) = response.into_parts();
     let reason = status.canonical_reason().unwrap_or("Error");
-    let detail = match parts.headers.get(axum::http::header::ALLOW) {
-        Some(allow) if status == StatusCode::METHOD_NOT_ALLOWED => format!(
-            "{reason}: this path accepts {}",
-            allow.to_str().unwrap_or_default()
-        ),
-        _ => reason.to_owned(),
+    // axum adds the `Allow` header after this layer; the detail names the method refused.
+    let detail = if status == StatusCode::METHOD_NOT_ALLOWED {
+        format!("{reason}: {method} is not accepted here (the Allow header lists the methods)")
+    } else {
+        reason.to_owned()
     };
     let json = axum::Json(json!({ "detail": detail })).into_response();
     let (json_parts, body) = json.into_parts();

@@ -111,7 +111,10 @@ mod shapes {
         pub uptime_seconds: u64,
         /// Whether API keys are required.
         pub auth_enabled: bool,
+        /// The model keys, the default first.
         pub models: Vec<String>,
+        /// The key a request without `model` uses; null when no model is configured.
+        pub default_model: Option<String>,
         pub toolsets_summary: ToolsetsSummary,
         pub toolsets: Vec<ToolsetInfo>,
     }

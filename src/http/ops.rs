@@ -50,6 +50,7 @@ pub async fn info(State(state): State<AppState>) -> Json<serde_json::Value> {
         "uptime_seconds": state.started.elapsed().as_secs(),
         "auth_enabled": state.api_keys.enabled(),
         "models": state.agent.models.keys(),
+        "default_model": state.agent.models.default_key(),
         "toolsets_summary": {
             "total": toolsets.len(),
             "enabled": count("enabled"),

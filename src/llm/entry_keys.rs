@@ -55,9 +55,8 @@ pub fn valid_keys() -> Vec<&'static str> {
 /// Checks the keys `ModelEntry` did not take itself; `entry` names it for the message, e.g.
 /// `[models.fast]`.
 pub fn check_extra_keys(entry: &str, extra: &Map<String, Value>) -> Result<(), String> {
-    let accepted = |k: &str| {
-        BODY_KEYS.contains(&k) || k == HEADERS_KEY || NO_EFFECT_KEYS.contains(&k)
-    };
+    let accepted =
+        |k: &str| BODY_KEYS.contains(&k) || k == HEADERS_KEY || NO_EFFECT_KEYS.contains(&k);
     if let Some(unknown) = extra.keys().find(|k| !accepted(k)) {
         return Err(format!(
             "unknown key `{unknown}` in model entry {entry}. Valid keys: {}",
@@ -116,8 +115,14 @@ mod tests {
     #[test]
     fn typos_are_named_with_the_entry_and_the_valid_keys() {
         let err = check_extra_keys("[models.x]", &map(json!({"api_bse": "http://h"}))).unwrap_err();
-        assert!(err.contains("`api_bse`") && err.contains("[models.x]"), "{err}");
-        assert!(err.contains("api_base") && err.contains("reasoning_effort"), "{err}");
+        assert!(
+            err.contains("`api_bse`") && err.contains("[models.x]"),
+            "{err}"
+        );
+        assert!(
+            err.contains("api_base") && err.contains("reasoning_effort"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -146,7 +146,11 @@ mod tests {
         assert!(of(429).is_rate_limit());
         assert!(of(401).is_auth());
         assert!(of(401).to_string().contains("model 'm'"));
-        assert!(of(404).to_string().contains("try api_base = \"http://h/v1\""));
+        assert!(
+            of(404)
+                .to_string()
+                .contains("try api_base = \"http://h/v1\"")
+        );
         assert!(of(503).is_retryable());
         assert!(!of(400).is_retryable());
     }

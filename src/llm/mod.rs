@@ -3,8 +3,8 @@
 
 mod client;
 pub mod entry_keys;
-pub mod probe;
 mod error;
+pub mod probe;
 pub mod registry;
 mod stream;
 

@@ -192,9 +192,15 @@ async fn complete_one_token(
 fn mentions_unknown_model(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     m.contains("model")
-        && ["not exist", "not found", "unknown", "does not", "invalid model"]
-            .iter()
-            .any(|p| m.contains(p))
+        && [
+            "not exist",
+            "not found",
+            "unknown",
+            "does not",
+            "invalid model",
+        ]
+        .iter()
+        .any(|p| m.contains(p))
 }
 
 #[cfg(test)]

@@ -548,7 +548,10 @@ async fn list_models(State(inner): State<Arc<Inner>>) -> Response {
         }
         Err(status) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            json_response(status, &json!({"error": {"message": "refused by the fake"}}))
+            json_response(
+                status,
+                &json!({"error": {"message": "refused by the fake"}}),
+            )
         }
     }
 }
