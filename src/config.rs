@@ -523,6 +523,27 @@ mod tests {
     }
 
     #[test]
+    fn model_order_is_the_file_order() {
+        let s = Settings::from_toml_layers(&[
+            "[models.zeta]\nmodel = \"openai/z\"\n[models.alpha]\nmodel = \"openai/a\"\n",
+            "[models.beta]\nmodel = \"openai/b\"\n[models.zeta]\ntemperature = 0.1\n",
+        ])
+        .unwrap();
+        assert_eq!(s.model_order, ["zeta", "alpha", "beta"]);
+    }
+
+    #[test]
+    fn model_entry_typos_are_refused() {
+        let err = Settings::from_toml("[models.x]\nmodel = \"openai/m\"\napi_bse = \"http://h\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`api_bse`") && err.contains("[models.x]"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn model_entries_keep_extra_fields() {
         let s = Settings::from_toml(
             "[models.a]\nmodel = \"openai/x\"\nbase_url = \"http://h/v1\"\ntop_p = 0.5\n",

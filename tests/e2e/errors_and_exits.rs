@@ -97,7 +97,13 @@ async fn get_api_chat_is_405_with_json_and_allow() {
     assert_eq!(resp.status(), 405);
     assert_eq!(resp.headers()["allow"], "POST");
     let body = crate::helpers::json_body(resp).await;
-    assert!(body["detail"].as_str().unwrap().contains("GET is not accepted"), "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("GET is not accepted"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
