@@ -9,6 +9,7 @@ mod api_model;
 mod approvals;
 mod bad_input;
 mod chat_basic;
+mod ci_prerequisites;
 mod cli;
 mod compaction;
 mod config_honesty;
