@@ -12,7 +12,7 @@ use schemars::generate::{Contract, SchemaSettings};
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
-use super::console::{INDEX_PATH, SCRIPT_PATH, STYLE_PATH};
+use super::console::{INDEX_PATH, README_PATH, SCRIPT_PATH, STYLE_PATH};
 use crate::wire::events::{
     AiMessage, AnswerDelta, AnswerEnd, ApprovalRequired, Compacted, CompactionStart, ErrorEvent,
     StartToolCalling, TokenCount, ToolCallResult,
@@ -596,6 +596,12 @@ fn paths_document(
             "consoleStyle",
             "The console's style sheet",
             "text/css",
+        ),
+        (
+            README_PATH,
+            "consoleReadme",
+            "The README, which the console links when no model is configured",
+            "text/markdown",
         ),
     ] {
         doc["paths"][path] = json!({"get": {

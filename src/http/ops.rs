@@ -22,7 +22,9 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     if models.is_empty() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"detail": "Service not ready: no LLM model is configured"})),
+            Json(json!({
+                "detail": format!("Service not ready: {}", crate::llm::registry::NO_MODEL_HELP)
+            })),
         )
             .into_response();
     }

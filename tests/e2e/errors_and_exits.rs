@@ -275,3 +275,44 @@ async fn serve_takes_host_and_port_flags_and_logs_each_problem_once_without_colo
         text(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn the_console_can_say_no_model_is_configured_before_anyone_types() {
+    let settings = Settings::from_toml(
+        "[server]\nport = 0\napi_keys = [\"k\"]\n[toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n",
+    )
+    .unwrap();
+    if std::env::var("OPENAI_API_KEY").is_ok() {
+        return; // that variable alone configures a model
+    }
+    let app = spawn_with_settings(settings, FakeLlm::start().await).await;
+    // Both without the API key: the page asks /readyz first and links the README section.
+    let (status, ready) = app.get_json("/readyz").await;
+    assert_eq!(status, 503);
+    assert!(
+        ready["detail"].as_str().unwrap().contains("OPENAI_API_KEY"),
+        "{ready}"
+    );
+    let readme = app
+        .client
+        .get(app.url("/console/readme.md"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(readme.status(), 200);
+    assert!(
+        readme
+            .text()
+            .await
+            .unwrap()
+            .contains("## Pointing triage at an LLM")
+    );
+    let script = app
+        .client
+        .get(app.url("/console/app.js"))
+        .send()
+        .await
+        .unwrap();
+    let script = script.text().await.unwrap();
+    assert!(script.contains("\"/readyz\"") && script.contains("/console/readme.md"));
+}
