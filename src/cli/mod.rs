@@ -102,6 +102,31 @@ fn server_chat_url(given: &str) -> Result<String, String> {
     ))
 }
 
+/// Why `ask` failed: the request was wrong (exit 2) or something failed while running (1).
+#[derive(Debug)]
+enum Failure {
+    Usage(String),
+    Runtime(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Runtime(message)
+    }
+}
+
+impl Failure {
+    /// Prints the message and gives the exit code.
+    fn exit(self) -> ExitCode {
+        let (code, message) = match self {
+            Failure::Usage(m) => (EXIT_USAGE, m),
+            Failure::Runtime(m) => (EXIT_ERROR, m),
+        };
+        eprintln!("triage: {message}");
+        ExitCode::from(code)
+    }
+}
+
 pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
     let controls = match behavior_controls(&opts.behavior) {
         Ok(c) => c,
@@ -144,10 +169,7 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
                 println!("{body}");
                 ExitCode::SUCCESS
             }
-            Err(e) => {
-                eprintln!("triage: {e}");
-                ExitCode::from(EXIT_ERROR)
-            }
+            Err(e) => e.exit(),
         };
     }
     let mut progress = Progress::new();
@@ -155,10 +177,7 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
     loop {
         let events = match source.stream(request.clone()).await {
             Ok(e) => e,
-            Err(e) => {
-                eprintln!("triage: {e}");
-                return ExitCode::from(EXIT_ERROR);
-            }
+            Err(e) => return e.exit(),
         };
         match progress.follow(events).await {
             Outcome::Answer(text) => {
@@ -252,9 +271,9 @@ impl Source {
         })
     }
 
-    async fn post(&self, request: &ChatRequest) -> Result<reqwest::Response, String> {
+    async fn post(&self, request: &ChatRequest) -> Result<reqwest::Response, Failure> {
         let Source::Remote { url, key, http } = self else {
-            return Err("not a remote source".into());
+            return Err(Failure::Runtime("not a remote source".into()));
         };
         let body = serde_json::to_vec(request).map_err(|e| e.to_string())?;
         let mut req = http
@@ -284,12 +303,18 @@ impl Source {
                         .map(|d| d.as_str().map_or_else(|| d.to_string(), str::to_owned))
                 })
                 .unwrap_or(text);
-            return Err(format!("HTTP {status}: {detail}"));
+            let message = format!("HTTP {status}: {detail}");
+            // 400: the server refused what was asked (e.g. an unknown --model), a usage error.
+            return Err(if status == reqwest::StatusCode::BAD_REQUEST {
+                Failure::Usage(message)
+            } else {
+                Failure::Runtime(message)
+            });
         }
         Ok(resp)
     }
 
-    async fn stream(&self, request: ChatRequest) -> Result<EventStream, String> {
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, Failure> {
         match self {
             Source::Local(agent) => {
                 let prepared = agent
@@ -311,7 +336,7 @@ impl Source {
         }
     }
 
-    async fn json(&self, request: ChatRequest) -> Result<String, String> {
+    async fn json(&self, request: ChatRequest) -> Result<String, Failure> {
         match self {
             Source::Local(agent) => {
                 let prepared = agent
@@ -320,7 +345,7 @@ impl Source {
                 let response = collect_response(agent.clone().run(prepared))
                     .await
                     .map_err(|e| e.description)?;
-                serde_json::to_string_pretty(&response).map_err(|e| e.to_string())
+                Ok(serde_json::to_string_pretty(&response).map_err(|e| e.to_string())?)
             }
             Source::Remote { .. } => {
                 let text = self
@@ -330,7 +355,7 @@ impl Source {
                     .await
                     .map_err(|e| e.to_string())?;
                 let value: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-                serde_json::to_string_pretty(&value).map_err(|e| e.to_string())
+                Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?)
             }
         }
     }

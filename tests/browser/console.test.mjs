@@ -69,6 +69,7 @@ test("ask: the answer renders as markdown, with the tool card, usage and a follo
   ]);
   const page = await openConsole();
   await page.waitForSelector("#model option[value='fake-alt']", { state: "attached" });
+  assert.equal(await page.locator("#model option").first().textContent(), "Server default (fake)");
   await page.selectOption("#model", "fake-alt");
   await ask(page, "Why is web-1 crashing?");
 

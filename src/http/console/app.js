@@ -382,8 +382,10 @@
     }
     const select = $("model");
     const chosen = select.value;
-    select.replaceChildren(new Option("Server default", ""));
-    for (const name of Array.isArray(names) ? names : []) {
+    const list = Array.isArray(names) ? names : [];
+    // triage lists its default model first.
+    select.replaceChildren(new Option(list.length ? `Server default (${list[0]})` : "Server default", ""));
+    for (const name of list) {
       select.append(new Option(name, name, false, name === chosen));
     }
   }
