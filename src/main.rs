@@ -29,9 +29,9 @@ enum Command {
     Serve(ServeFlags),
     /// Ask one question: the answer (markdown) on stdout, progress on stderr.
     Ask(AskOptions),
-    /// List the configured model keys.
+    /// List the configured model keys, the default first.
     Models,
-    /// Validate the configuration and report each toolset's status.
+    /// Validate the configuration, call each model once, report each toolset's status.
     Check,
 }
 

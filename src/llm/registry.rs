@@ -16,7 +16,7 @@ const OLLAMA_API_BASE: &str = "http://localhost:11434/v1";
 
 /// Where `openai/` models without an `api_base` go instead of OpenAI: the variables the OpenAI
 /// SDK and LiteLLM (HolmesGPT) read, in LiteLLM's order.
-pub const OPENAI_BASE_VARS: &[&str] = &["OPENAI_API_BASE", "OPENAI_BASE_URL"];
+const OPENAI_BASE_VARS: &[&str] = &["OPENAI_API_BASE", "OPENAI_BASE_URL"];
 
 #[derive(Debug, Clone)]
 pub enum Auth {
@@ -115,33 +115,30 @@ impl ModelRegistry {
         })
     }
 
+    /// Every model, the default first, then in configuration order.
+    fn in_order(&self) -> impl Iterator<Item = &Arc<ModelConfig>> {
+        let rest = self
+            .models
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| *i != self.default_index)
+            .map(|(_, m)| m);
+        self.models.get(self.default_index).into_iter().chain(rest)
+    }
+
     /// Every model key, the default first, then in configuration order.
     pub fn keys(&self) -> Vec<String> {
-        let default = self.models.get(self.default_index);
-        default
-            .into_iter()
-            .chain(
-                self.models
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != self.default_index)
-                    .map(|(_, m)| m),
-            )
-            .map(|m| m.key.clone())
-            .collect()
+        self.in_order().map(|m| m.key.clone()).collect()
+    }
+
+    /// Every model, in the order of `keys`.
+    pub fn all(&self) -> Vec<Arc<ModelConfig>> {
+        self.in_order().cloned().collect()
     }
 
     /// The model a request without `model` gets.
     pub fn default_key(&self) -> Option<&str> {
         self.models.get(self.default_index).map(|m| m.key.as_str())
-    }
-
-    /// Every model, the default first.
-    pub fn all(&self) -> Vec<Arc<ModelConfig>> {
-        self.keys()
-            .iter()
-            .filter_map(|k| self.resolve(Some(k)).ok())
-            .collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -429,6 +426,18 @@ mod tests {
         assert_eq!(known_model("gpt-4").unwrap().context_window, 8_192);
         assert_eq!(default_output_budget(128_000, Some(16_384)), 16_384);
         assert_eq!(default_output_budget(1_000_000, None), 120_000);
+    }
+
+    #[test]
+    fn the_default_comes_first_then_file_order() {
+        let models = "[models.zeta]\nmodel = \"openai/z\"\napi_base = \"http://h\"\n[models.alpha]\nmodel = \"openai/a\"\napi_base = \"http://h\"\n[models.mid]\nmodel = \"openai/m\"\napi_base = \"http://h\"\n";
+        let r = ModelRegistry::from_settings(&settings(models)).unwrap();
+        assert_eq!(r.keys(), ["zeta", "alpha", "mid"]);
+        assert_eq!(r.default_key(), Some("zeta"));
+        let named = format!("default_model = \"mid\"\n{models}");
+        let r = ModelRegistry::from_settings(&settings(&named)).unwrap();
+        assert_eq!(r.keys(), ["mid", "zeta", "alpha"]);
+        assert_eq!(r.resolve(None).unwrap().key, "mid");
     }
 
     #[test]

@@ -139,7 +139,8 @@ async fn ask_a_running_server() {
         &["ask", "--server", &app.base, "--model", "nope", "q"],
     )
     .await;
-    assert_eq!(out.status.code(), Some(1));
+    // The server's 400 for an unknown model is a usage error.
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("Unknown model 'nope'"),
         "{}",
