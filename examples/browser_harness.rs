@@ -6,9 +6,9 @@
 //!     [--exit-on-stdin-close]
 //! ```
 //!
-//! Once both servers listen, PATH receives `{"triage": PORT, "llm": PORT}` (plus
-//! `"triage_keyed": PORT` with `--api-key`: a second triage that requires that key), written
-//! atomically. The models `fake`, `fake-alt` and `fake-small` (an 8000-token context window, for
+//! Once the servers listen, PATH receives `{"triage": PORT, "triage_bare": PORT, "llm": PORT}`
+//! (`triage_bare` has no model configured; plus `"triage_keyed": PORT` with `--api-key`: a
+//! triage that requires that key), written atomically. The models `fake`, `fake-alt` and `fake-small` (an 8000-token context window, for
 //! compaction) all point at the fake LLM.
 //!
 //! The fake LLM is scripted over HTTP on its own port:
@@ -141,11 +141,13 @@ async fn run(args: Args) -> Result<(), String> {
     });
 
     let llm_url = format!("http://127.0.0.1:{llm_port}/v1");
-    let open = start_triage(&llm_url, &args.cors_origin, None).await?;
-    let mut ports = json!({"triage": open.port(), "llm": llm_port});
-    let mut servers = vec![open];
+    let open = start_triage(&llm_url, &args.cors_origin, None, true).await?;
+    // A server with no model configured: what a newcomer sees first.
+    let bare = start_triage(&llm_url, &args.cors_origin, None, false).await?;
+    let mut ports = json!({"triage": open.port(), "triage_bare": bare.port(), "llm": llm_port});
+    let mut servers = vec![open, bare];
     if let Some(key) = &args.api_key {
-        let keyed = start_triage(&llm_url, &args.cors_origin, Some(key)).await?;
+        let keyed = start_triage(&llm_url, &args.cors_origin, Some(key), true).await?;
         ports["triage_keyed"] = json!(keyed.port());
         servers.push(keyed);
     }
@@ -174,8 +176,9 @@ async fn start_triage(
     llm_url: &str,
     cors: &[String],
     key: Option<&str>,
+    with_models: bool,
 ) -> Result<Application, String> {
-    let toml = format!(
+    let mut toml = format!(
         r#"
 [server]
 host = "127.0.0.1"
@@ -196,6 +199,13 @@ enabled = false
 enabled = false
 [approvals]
 signing_key = "browser-harness-key"
+"#,
+        cors = json!(cors),
+        keys = json!(key.into_iter().collect::<Vec<_>>()),
+    );
+    if with_models {
+        toml.push_str(&format!(
+            r#"
 [models.fake]
 model = "openai/fake-model"
 api_key = "unused"
@@ -209,10 +219,9 @@ model = "openai/fake-model-small"
 api_key = "unused"
 api_base = "{llm_url}"
 custom_args = {{ max_context_size = 8000 }}
-"#,
-        cors = json!(cors),
-        keys = json!(key.into_iter().collect::<Vec<_>>()),
-    );
+"#
+        ));
+    }
     let settings = Settings::from_toml(&toml).map_err(|e| e.to_string())?;
     Application::build(settings)
         .await

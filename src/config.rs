@@ -42,6 +42,9 @@ pub struct Settings {
     /// commands may not name it.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
+    /// `[models.*]` keys in the order the config file lists them (the map above is sorted).
+    #[serde(skip)]
+    pub model_order: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -217,6 +220,7 @@ pub struct ModelEntry {
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct CustomArgs {
     #[serde(default)]
     pub max_context_size: Option<u32>,
@@ -337,6 +341,7 @@ impl Settings {
         let file = file
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("TRIAGE_CONFIG").map(PathBuf::from));
+        let mut model_order = Vec::new();
         if let Some(path) = &file {
             if !path.is_file() {
                 return Err(ConfigError::Invalid(format!(
@@ -344,8 +349,12 @@ impl Settings {
                     path.display()
                 )));
             }
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                model_order = models_in_file_order(&[&text]);
+            }
             figment = figment.merge(Toml::file(path));
         }
+        check_env_model_vars()?;
         let holmes = Env::raw()
             // An empty variable means "unset" in HolmesGPT's deployments (Helm renders them).
             .filter_map(|key| {
@@ -358,11 +367,13 @@ impl Settings {
             .lowercase(false);
         figment = figment
             .merge(holmes)
-            .merge(Env::prefixed("TRIAGE_").ignore(&["CONFIG"]).split("__"));
+            // TRIAGE_CONFIG and TRIAGE_API_KEY (the CLI's `--api-key`) are not settings.
+            .merge(Env::prefixed("TRIAGE_").ignore(CLI_ONLY_VARS).split("__"));
         let mut settings: Settings = figment.extract().map_err(|e| {
             let message = e.to_string();
             ConfigError::Invalid(format!("{message}{}", env_hint(&message)))
         })?;
+        settings.model_order = model_order;
         settings.validate()?;
         settings.config_file = file;
         Ok(settings)
@@ -380,7 +391,8 @@ impl Settings {
             .fold(Figment::from(Toml::string(DEFAULT_TOML)), |f, layer| {
                 f.merge(Toml::string(layer))
             });
-        let settings: Settings = figment.extract()?;
+        let mut settings: Settings = figment.extract()?;
+        settings.model_order = models_in_file_order(layers);
         settings.validate()?;
         Ok(settings)
     }
@@ -512,9 +524,54 @@ impl Settings {
                     "`models.{key}.model` must name a model"
                 )));
             }
+            crate::llm::entry_keys::check_extra_keys(&format!("[models.{key}]"), &entry.extra)
+                .map_err(ConfigError::Invalid)?;
         }
         Ok(())
     }
+}
+
+/// `TRIAGE_*` variables the command line reads; the settings layer leaves them alone.
+pub const CLI_ONLY_VARS: &[&str] = &["CONFIG", "API_KEY"];
+
+/// The `[models.*]` keys of TOML layers in the order they are written, first mention winning.
+/// figment's maps are sorted, so the order is read from the text itself.
+fn models_in_file_order(layers: &[&str]) -> Vec<String> {
+    let mut order: Vec<String> = Vec::new();
+    for layer in layers {
+        let Ok(table) = layer.parse::<toml::Table>() else {
+            continue;
+        };
+        if let Some(models) = table.get("models").and_then(toml::Value::as_table) {
+            for key in models.keys() {
+                if !order.contains(key) {
+                    order.push(key.clone());
+                }
+            }
+        }
+    }
+    order
+}
+
+/// HolmesGPT's API_BASE / API_KEY / API_VERSION describe the model MODEL names; without MODEL
+/// they would describe nothing.
+fn check_env_model_vars() -> Result<(), ConfigError> {
+    let set = |var: &str| std::env::var(var).is_ok_and(|v| !v.trim().is_empty());
+    if set("MODEL") {
+        return Ok(());
+    }
+    let orphans: Vec<&str> = ["API_BASE", "API_KEY", "API_VERSION"]
+        .into_iter()
+        .filter(|v| set(v))
+        .collect();
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::Invalid(format!(
+        "{} set but MODEL is not: set MODEL to the model to call with its provider prefix, \
+         e.g. MODEL=openai/<name as the server lists it> for an OpenAI-compatible server",
+        orphans.join(", ") + if orphans.len() == 1 { " is" } else { " are" }
+    )))
 }
 
 #[cfg(test)]
@@ -546,6 +603,27 @@ mod tests {
         );
         assert!(
             Settings::from_toml("[server]\nallowed_hosts = [\"triage.example:8080\"]\n").is_ok()
+        );
+    }
+
+    #[test]
+    fn model_order_is_the_file_order() {
+        let s = Settings::from_toml_layers(&[
+            "[models.zeta]\nmodel = \"openai/z\"\n[models.alpha]\nmodel = \"openai/a\"\n",
+            "[models.beta]\nmodel = \"openai/b\"\n[models.zeta]\ntemperature = 0.1\n",
+        ])
+        .unwrap();
+        assert_eq!(s.model_order, ["zeta", "alpha", "beta"]);
+    }
+
+    #[test]
+    fn model_entry_typos_are_refused() {
+        let err = Settings::from_toml("[models.x]\nmodel = \"openai/m\"\napi_bse = \"http://h\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`api_bse`") && err.contains("[models.x]"),
+            "{err}"
         );
     }
 

@@ -26,30 +26,44 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the HTTP API.
-    Serve,
+    Serve(ServeFlags),
     /// Ask one question: the answer (markdown) on stdout, progress on stderr.
     Ask(AskOptions),
-    /// List the configured model keys.
+    /// List the configured model keys, the default first.
     Models,
-    /// Validate the configuration and report each toolset's status.
+    /// Validate the configuration, call each model once, report each toolset's status.
     Check,
+}
+
+#[derive(clap::Args)]
+struct ServeFlags {
+    /// Address to listen on (server.host, HOLMES_HOST).
+    #[arg(long)]
+    host: Option<String>,
+    /// Port to listen on (server.port, HOLMES_PORT).
+    #[arg(long)]
+    port: Option<u16>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_level = if matches!(cli.command, Command::Serve) {
+    let default_level = if matches!(cli.command, Command::Serve(_)) {
         "info"
     } else {
         "warn"
     };
     triage::telemetry::init_with_default(default_level);
-    let settings = match Settings::load(cli.config.as_deref()) {
+    let mut settings = match Settings::load(cli.config.as_deref()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("triage: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if let Command::Serve(flags) = &cli.command {
+        settings.server.host = flags.host.clone().unwrap_or(settings.server.host);
+        settings.server.port = flags.port.unwrap_or(settings.server.port);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {
@@ -59,7 +73,7 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve => serve(settings).await,
+            Command::Serve(_) => serve(settings).await,
             Command::Ask(opts) => cli::ask(settings, opts).await,
             Command::Models => cli::models(&settings),
             Command::Check => cli::check(&settings).await,
@@ -70,10 +84,7 @@ fn main() -> ExitCode {
 async fn serve(settings: Settings) -> ExitCode {
     let app = match Application::build(settings).await {
         Ok(app) => app,
-        Err(e) => {
-            eprintln!("triage: {e}");
-            return ExitCode::from(EXIT_ERROR);
-        }
+        Err(e) => return cli::startup_exit(&e),
     };
     match app.run_until_stopped().await {
         Ok(()) => ExitCode::SUCCESS,

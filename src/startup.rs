@@ -236,10 +236,25 @@ impl Application {
             _ => None,
         };
         let agent = build_agent(&settings).await?;
+        if settings.approvals.signing_key.is_none() {
+            tracing::warn!(
+                "no approval signing key configured (approvals.signing_key or \
+                 HOLMES_APPROVAL_SIGNING_KEY): using a random per-process key, so a paused \
+                 approval can only be resumed by this process"
+            );
+        }
         if agent.models.is_empty() {
             tracing::warn!("{}", crate::llm::registry::NO_MODEL_HELP);
-        } else {
-            tracing::info!(models = ?agent.models.keys(), "models configured");
+        }
+        // Which endpoint each model really calls, so a missing api_base is seen at once.
+        for model in agent.models.all() {
+            tracing::info!(
+                model = %model.key,
+                default = agent.models.default_key() == Some(model.key.as_str()),
+                id = %model.model_id,
+                endpoint = %model.endpoint,
+                "model configured"
+            );
         }
         let _ = crate::http::ops::metrics_handle();
         let (phase, phase_rx) = watch::channel(Phase::Running);

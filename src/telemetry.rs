@@ -25,8 +25,10 @@ pub fn init_with_default(default_level: &str) {
         .unwrap_or_else(|_| EnvFilter::new(default_level));
     let json =
         std::env::var("ENABLE_JSON_LOGS_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    // Colour codes only for a person reading a terminal, never into a log file or pipe.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = if json {
         builder.json().try_init()

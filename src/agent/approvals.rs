@@ -37,14 +37,9 @@ impl ApprovalSigner {
     pub fn new(key: Option<&str>, ttl_secs: u64) -> ApprovalSigner {
         let key = match key.map(str::trim).filter(|k| !k.is_empty()) {
             Some(k) => k.as_bytes().to_vec(),
-            None => {
-                tracing::warn!(
-                    "no approval signing key configured (approvals.signing_key or \
-                     HOLMES_APPROVAL_SIGNING_KEY): using a random per-process key, so a paused \
-                     approval can only be resumed by this process"
-                );
-                rand::random::<[u8; 32]>().to_vec()
-            }
+            // The server warns about this at start-up; a one-shot CLI command has no one to
+            // resume elsewhere.
+            None => rand::random::<[u8; 32]>().to_vec(),
         };
         ApprovalSigner { key, ttl_secs }
     }

@@ -570,11 +570,12 @@ impl Agent {
         let mut description = e.to_string();
         self.masker.mask(&mut description);
         let event = ErrorEvent::new(description, e.is_rate_limit());
-        StreamEvent::Error(match e {
-            LlmError::Auth { .. } => event.with_http_status(401),
-            // The provider misbehaved, not triage: a bad gateway.
-            LlmError::Oversized(_) => event.with_http_status(502),
-            _ => event,
+        // 502 when the provider refused triage's credentials (401 would read as the client's
+        // own key) or misbehaved: a bad gateway either way.
+        StreamEvent::Error(if e.is_auth() || matches!(e, LlmError::Oversized(_)) {
+            event.with_http_status(502)
+        } else {
+            event
         })
     }
 

@@ -56,7 +56,11 @@ async fn handle(
     let bytes = read_body(body)?;
     let request: ChatRequest = parse_json(&bytes)?;
     let size = bytes.len();
+    let warnings = ignored_fields(&bytes);
     drop(bytes);
+    if !warnings.is_empty() {
+        tracing::warn!(?warnings, "request fields ignored");
+    }
     let stream = request.stream;
     // Preparing counts the tokens of the whole history: a large one goes to the blocking pool.
     let agent = state.agent.clone();
@@ -84,6 +88,7 @@ async fn handle(
         return Ok(response);
     }
     let events = in_span(state.agent.clone().run(prepared), tracing::Span::current());
+    let events = futures::StreamExt::map(events, move |event| with_warnings(event, &warnings));
     if stream {
         let limits = StreamLimits {
             keepalive: state.keepalive,
@@ -101,6 +106,43 @@ async fn handle(
                 state.deadline.as_secs_f64()
             ),
         )),
+    }
+}
+
+/// What the request carries that triage does not read: unknown top-level fields and unknown
+/// `behavior_controls` keys, as sentences for `metadata.warnings`.
+fn ignored_fields(bytes: &[u8]) -> Vec<String> {
+    let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(bytes) else {
+        return Vec::new();
+    };
+    let known = match serde_json::to_value(ChatRequest::default()) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => return Vec::new(),
+    };
+    let mut warnings: Vec<String> = body
+        .keys()
+        .filter(|k| !known.contains_key(*k))
+        .map(|k| format!("unknown request field `{k}` ignored"))
+        .collect();
+    if let Some(serde_json::Value::Object(controls)) = body.get("behavior_controls") {
+        warnings.extend(
+            controls
+                .keys()
+                .filter(|k| crate::prompt::Section::from_key(k).is_none())
+                .map(|k| format!("unknown behavior_controls key `{k}` ignored")),
+        );
+    }
+    warnings
+}
+
+/// The final event carries the request's warnings in its metadata.
+fn with_warnings(event: StreamEvent, warnings: &[String]) -> StreamEvent {
+    match event {
+        StreamEvent::AnswerEnd(mut end) if !warnings.is_empty() => {
+            end.metadata.warnings = warnings.to_vec();
+            StreamEvent::AnswerEnd(end)
+        }
+        other => other,
     }
 }
 

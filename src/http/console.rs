@@ -15,10 +15,13 @@ use super::AppState;
 pub const INDEX_PATH: &str = "/";
 pub const SCRIPT_PATH: &str = "/console/app.js";
 pub const STYLE_PATH: &str = "/console/style.css";
+/// The README, for the console's "how to configure a model" link (public documentation).
+pub const README_PATH: &str = "/console/readme.md";
 
 const INDEX_HTML: &str = include_str!("console/index.html");
 const APP_JS: &str = include_str!("console/app.js");
 const STYLE_CSS: &str = include_str!("console/style.css");
+const README: &str = include_str!("../../README.md");
 
 /// The page only talks to this origin; no inline script or style, no frames.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -43,6 +46,11 @@ pub fn routes() -> Router<AppState> {
         .route(INDEX_PATH, get(index))
         .route(SCRIPT_PATH, get(script))
         .route(STYLE_PATH, get(style))
+        .route(README_PATH, get(readme))
+}
+
+async fn readme() -> Response {
+    asset(README, "text/markdown; charset=utf-8", "no-cache", &[])
 }
 
 async fn index() -> Response {

@@ -43,3 +43,33 @@ impl From<ChatError> for ApiError {
         ApiError::new(status, e.to_string())
     }
 }
+
+/// Errors axum answers itself (405 with an `Allow` header, …) come with an empty body; they
+/// get the same `{"detail": …}` as every other error, headers kept.
+pub async fn json_error_bodies(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    let status = response.status();
+    let bodyless = !response
+        .headers()
+        .contains_key(axum::http::header::CONTENT_TYPE);
+    if !(status.is_client_error() || status.is_server_error()) || !bodyless {
+        return response;
+    }
+    let (mut parts, _) = response.into_parts();
+    let reason = status.canonical_reason().unwrap_or("Error");
+    // axum adds the `Allow` header after this layer; the detail names the method refused.
+    let detail = if status == StatusCode::METHOD_NOT_ALLOWED {
+        format!("{reason}: {method} is not accepted here (the Allow header lists the methods)")
+    } else {
+        reason.to_owned()
+    };
+    let json = axum::Json(json!({ "detail": detail })).into_response();
+    let (json_parts, body) = json.into_parts();
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    parts.headers.extend(json_parts.headers);
+    Response::from_parts(parts, body)
+}

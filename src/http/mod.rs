@@ -81,7 +81,10 @@ pub fn router(state: AppState) -> Router {
         Some(cors) => router.layer(cors),
         None => router,
     };
-    router.layer(from_fn(request_context)).with_state(state)
+    router
+        .layer(from_fn(error::json_error_bodies))
+        .layer(from_fn(request_context))
+        .with_state(state)
 }
 
 /// Gives each request an id and a tracing span that carries it.

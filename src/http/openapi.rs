@@ -12,7 +12,7 @@ use schemars::generate::{Contract, SchemaSettings};
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
-use super::console::{INDEX_PATH, SCRIPT_PATH, STYLE_PATH};
+use super::console::{INDEX_PATH, README_PATH, SCRIPT_PATH, STYLE_PATH};
 use crate::wire::events::{
     AiMessage, AnswerDelta, AnswerEnd, ApprovalRequired, Compacted, CompactionStart, ErrorEvent,
     StartToolCalling, TokenCount, ToolCallResult,
@@ -111,7 +111,10 @@ mod shapes {
         pub uptime_seconds: u64,
         /// Whether API keys are required.
         pub auth_enabled: bool,
+        /// The model keys, the default first.
         pub models: Vec<String>,
+        /// The key a request without `model` uses; null when no model is configured.
+        pub default_model: Option<String>,
         pub toolsets_summary: ToolsetsSummary,
         pub toolsets: Vec<ToolsetInfo>,
     }
@@ -462,16 +465,14 @@ fn paths_document(
             "422": error_response("Valid JSON of the wrong shape; `detail` lists the fields."),
             "429": error_response("The LLM provider rate-limited the request (non-streaming)."),
             "500": error_response("The agent failed (non-streaming): LLM error, too many \
-                steps, a conversation that outgrew the context window."),
-            "502": error_response("The answer did not match `response_format` after one \
-                repair attempt, or the LLM sent a streamed event over 4 MiB (non-streaming)."),
+                steps, a conversation that no longer fits the context window."),
+            "502": error_response("The LLM provider refused the model's credentials, the \
+                answer did not match `response_format` after one repair attempt, or the LLM \
+                sent a streamed event over 4 MiB (non-streaming)."),
             "504": error_response("The request exceeded `server.request_deadline_secs` \
                 (non-streaming)."),
         }));
-        r["401"]["description"] = json!(
-            "Invalid or missing API key, or the LLM provider \
-            refused its credentials (non-streaming)."
-        );
+        r["401"]["description"] = json!("Invalid or missing API key.");
         r["503"] = retry_response(
             "Server busy (`server.max_concurrent_requests`), the model \
             at `llm.max_concurrent_calls_per_model`, or no model configured.",
@@ -604,6 +605,12 @@ fn paths_document(
             "consoleStyle",
             "The console's style sheet",
             "text/css",
+        ),
+        (
+            README_PATH,
+            "consoleReadme",
+            "The README, which the console links when no model is configured",
+            "text/markdown",
         ),
     ] {
         doc["paths"][path] = json!({"get": {

@@ -22,7 +22,9 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     if models.is_empty() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"detail": "Service not ready: no LLM model is configured"})),
+            Json(json!({
+                "detail": format!("Service not ready: {}", crate::llm::registry::NO_MODEL_HELP)
+            })),
         )
             .into_response();
     }
@@ -50,6 +52,7 @@ pub async fn info(State(state): State<AppState>) -> Json<serde_json::Value> {
         "uptime_seconds": state.started.elapsed().as_secs(),
         "auth_enabled": state.api_keys.enabled(),
         "models": state.agent.models.keys(),
+        "default_model": state.agent.models.default_key(),
         "toolsets_summary": {
             "total": toolsets.len(),
             "enabled": count("enabled"),

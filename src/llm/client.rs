@@ -229,6 +229,9 @@ impl LlmClient {
             Auth::Bearer(key) => builder.bearer_auth(key),
             Auth::AzureKey(key) => builder.header("api-key", key),
         };
+        for (name, value) in &model.extra_headers {
+            builder = builder.header(name, value);
+        }
         let response = tokio::time::timeout(self.timeouts.first_byte, builder.send())
             .await
             .map_err(|_| {
@@ -249,7 +252,14 @@ impl LlmClient {
         let text = tokio::time::timeout(self.timeouts.idle, read_at_most(response, MAX_ERROR_BODY))
             .await
             .unwrap_or_default();
-        Err(LlmError::from_status(status.as_u16(), &text, retry_after))
+        let error = LlmError::from_status(
+            status.as_u16(),
+            &text,
+            retry_after,
+            &model.key,
+            &model.endpoint,
+        );
+        Err(error)
     }
 
     async fn read(

@@ -9,8 +9,22 @@ pub enum LlmError {
         message: String,
         retry_after: Option<Duration>,
     },
-    #[error("LLM provider rejected the credentials (HTTP {status}): {message}")]
-    Auth { status: u16, message: String },
+    #[error(
+        "LLM provider rejected the credentials of model '{model}' (HTTP {status}): {message}. \
+         Check that model's api_key (or the variable it falls back to: OPENAI_API_KEY, \
+         AZURE_API_KEY)"
+    )]
+    Auth {
+        status: u16,
+        model: String,
+        message: String,
+    },
+    #[error("LLM provider answered 404 Not Found for {url}: {message}{hint}")]
+    NotFound {
+        url: String,
+        message: String,
+        hint: String,
+    },
     #[error("LLM provider error (HTTP {status}): {message}")]
     Upstream {
         status: u16,
@@ -56,6 +70,7 @@ impl LlmError {
         match self {
             LlmError::RateLimited { .. } => "rate_limited",
             LlmError::Auth { .. } => "auth",
+            LlmError::NotFound { .. } => "not_found",
             LlmError::Upstream { .. } => "upstream",
             LlmError::Connect { .. } => "connect",
             LlmError::Timeout(_) => "timeout",
@@ -73,10 +88,26 @@ impl LlmError {
         matches!(self, LlmError::Auth { .. })
     }
 
-    pub(crate) fn from_status(status: u16, body: &str, retry_after: Option<Duration>) -> LlmError {
+    /// A provider's error status for a call of `model` to `url`.
+    pub(crate) fn from_status(
+        status: u16,
+        body: &str,
+        retry_after: Option<Duration>,
+        model: &str,
+        url: &str,
+    ) -> LlmError {
         let message = error_message(body);
         match status {
-            401 | 403 => LlmError::Auth { status, message },
+            401 | 403 => LlmError::Auth {
+                status,
+                model: model.to_owned(),
+                message,
+            },
+            404 => LlmError::NotFound {
+                url: url.to_owned(),
+                message,
+                hint: super::probe::missing_v1_hint(url),
+            },
             429 => LlmError::RateLimited {
                 message,
                 retry_after,
@@ -115,10 +146,17 @@ mod tests {
 
     #[test]
     fn classifies_statuses() {
-        assert!(LlmError::from_status(429, "", None).is_rate_limit());
-        assert!(LlmError::from_status(401, "", None).is_auth());
-        assert!(LlmError::from_status(503, "", None).is_retryable());
-        assert!(!LlmError::from_status(400, "", None).is_retryable());
+        let of = |status| LlmError::from_status(status, "", None, "m", "http://h/chat/completions");
+        assert!(of(429).is_rate_limit());
+        assert!(of(401).is_auth());
+        assert!(of(401).to_string().contains("model 'm'"));
+        assert!(
+            of(404)
+                .to_string()
+                .contains("try api_base = \"http://h/v1\"")
+        );
+        assert!(of(503).is_retryable());
+        assert!(!of(400).is_retryable());
     }
 
     #[test]

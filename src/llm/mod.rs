@@ -2,8 +2,10 @@
 //! retries what is worth retrying, and maps failures to precise errors.
 
 mod client;
+pub mod entry_keys;
 mod error;
 mod event_limit;
+pub mod probe;
 pub mod registry;
 mod stream;
 

@@ -14,20 +14,9 @@ const FALLBACK_CONTEXT_WINDOW: u32 = 200_000;
 const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
 const OLLAMA_API_BASE: &str = "http://localhost:11434/v1";
 
-/// OpenAI request parameters a model entry may set; anything else in an entry is litellm
-/// configuration that an OpenAI-compatible server could reject, so it is not forwarded.
-const FORWARDED_PARAMS: &[&str] = &[
-    "top_p",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "reasoning_effort",
-    "max_completion_tokens",
-    "parallel_tool_calls",
-    "user",
-    "extra_body",
-];
+/// Where `openai/` models without an `api_base` go instead of OpenAI: the variables the OpenAI
+/// SDK and LiteLLM (HolmesGPT) read, in LiteLLM's order.
+const OPENAI_BASE_VARS: &[&str] = &["OPENAI_API_BASE", "OPENAI_BASE_URL"];
 
 #[derive(Debug, Clone)]
 pub enum Auth {
@@ -56,6 +45,8 @@ pub struct ModelConfig {
     /// (input, output) dollars per token.
     pub prices: Option<(f64, f64)>,
     pub extra_params: Map<String, Value>,
+    /// The entry's `extra_headers`, sent with every call.
+    pub extra_headers: Vec<(String, String)>,
     pub tokenizer: Tokenizer,
     /// Calls in flight to this model are bounded (llm.max_concurrent_calls_per_model).
     pub call_slots: tokio::sync::Semaphore,
@@ -77,6 +68,14 @@ impl ModelRegistry {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        // File order, not the map's alphabetical one: the first entry is the default.
+        entries.sort_by_key(|(k, _)| {
+            settings
+                .model_order
+                .iter()
+                .position(|o| o == k)
+                .unwrap_or(usize::MAX)
+        });
         if let Some(path) = &settings.model_list_file {
             for (key, entry) in load_model_list(path)? {
                 if !entries.iter().any(|(k, _)| *k == key) {
@@ -119,8 +118,30 @@ impl ModelRegistry {
         })
     }
 
+    /// Every model, the default first, then in configuration order.
+    fn in_order(&self) -> impl Iterator<Item = &Arc<ModelConfig>> {
+        let rest = self
+            .models
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| *i != self.default_index)
+            .map(|(_, m)| m);
+        self.models.get(self.default_index).into_iter().chain(rest)
+    }
+
+    /// Every model key, the default first, then in configuration order.
     pub fn keys(&self) -> Vec<String> {
-        self.models.iter().map(|m| m.key.clone()).collect()
+        self.in_order().map(|m| m.key.clone()).collect()
+    }
+
+    /// Every model, in the order of `keys`.
+    pub fn all(&self) -> Vec<Arc<ModelConfig>> {
+        self.in_order().cloned().collect()
+    }
+
+    /// The model a request without `model` gets.
+    pub fn default_key(&self) -> Option<&str> {
+        self.models.get(self.default_index).map(|m| m.key.as_str())
     }
 
     /// The credentials of every model, whichever source configured it.
@@ -190,6 +211,7 @@ fn parse_model_list(text: &str) -> Result<Vec<(String, ModelEntry)>, String> {
             let key = key.as_str().ok_or("model keys must be strings")?.to_owned();
             let entry: ModelEntry =
                 serde_norway::from_value(value).map_err(|e| format!("model '{key}': {e}"))?;
+            super::entry_keys::check_extra_keys(&format!("'{key}'"), &entry.extra)?;
             Ok((key, entry))
         })
         .collect()
@@ -244,9 +266,9 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
             let base = match (&api_base, provider.as_str()) {
                 (Some(b), _) => b.clone(),
                 (None, "ollama" | "ollama_chat") => OLLAMA_API_BASE.to_owned(),
-                (None, "openai") => OPENAI_API_BASE.to_owned(),
+                (None, "openai") => openai_base(),
                 (None, "") if entry.api_key.is_some() || env_key("OPENAI_API_KEY").is_some() => {
-                    OPENAI_API_BASE.to_owned()
+                    openai_base()
                 }
                 (None, _) => {
                     return Err(invalid(format!(
@@ -254,8 +276,10 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
                     )));
                 }
             };
+            // OPENAI_API_KEY belongs to the endpoint the OpenAI variables name, never to an
+            // entry's own api_base or to a local Ollama.
             let key = entry.api_key.clone().or_else(|| {
-                (base == OPENAI_API_BASE)
+                (base == openai_base())
                     .then(|| env_key("OPENAI_API_KEY"))
                     .flatten()
             });
@@ -299,23 +323,8 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         .max_output_tokens
         .or(entry.max_tokens)
         .unwrap_or_else(|| default_output_budget(context_window, known.map(|k| k.max_output)));
-    let extra_params = entry
-        .extra
-        .iter()
-        .filter(|(k, _)| FORWARDED_PARAMS.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    for ignored in entry
-        .extra
-        .keys()
-        .filter(|k| !FORWARDED_PARAMS.contains(&k.as_str()))
-    {
-        tracing::debug!(
-            model = key,
-            field = ignored,
-            "model setting not forwarded to the provider"
-        );
-    }
+    let extra_params = super::entry_keys::body_params(&entry.extra);
+    let extra_headers = super::entry_keys::headers(&entry.extra);
     let prices = match (entry.input_cost_per_token, entry.output_cost_per_token) {
         (None, None) => None,
         (i, o) => Some((i.unwrap_or(0.0), o.unwrap_or(0.0))),
@@ -345,9 +354,21 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         vision: entry.vision.unwrap_or(false),
         prices,
         extra_params,
+        extra_headers,
         tokenizer: Tokenizer::for_model(name),
         call_slots: tokio::sync::Semaphore::new(settings.llm.max_concurrent_calls_per_model),
     })
+}
+
+/// `OPENAI_API_BASE` or `OPENAI_BASE_URL` when set, else OpenAI itself.
+fn openai_base() -> String {
+    OPENAI_BASE_VARS
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.trim().is_empty()))
+        .map_or_else(
+            || OPENAI_API_BASE.to_owned(),
+            |b| b.trim().trim_end_matches('/').to_owned(),
+        )
 }
 
 /// HolmesGPT's rule is `max(64000, 12% of the window)`; capped by what the model can emit and by
@@ -427,6 +448,18 @@ mod tests {
         assert_eq!(known_model("gpt-4").unwrap().context_window, 8_192);
         assert_eq!(default_output_budget(128_000, Some(16_384)), 16_384);
         assert_eq!(default_output_budget(1_000_000, None), 120_000);
+    }
+
+    #[test]
+    fn the_default_comes_first_then_file_order() {
+        let models = "[models.zeta]\nmodel = \"openai/z\"\napi_base = \"http://h\"\n[models.alpha]\nmodel = \"openai/a\"\napi_base = \"http://h\"\n[models.mid]\nmodel = \"openai/m\"\napi_base = \"http://h\"\n";
+        let r = ModelRegistry::from_settings(&settings(models)).unwrap();
+        assert_eq!(r.keys(), ["zeta", "alpha", "mid"]);
+        assert_eq!(r.default_key(), Some("zeta"));
+        let named = format!("default_model = \"mid\"\n{models}");
+        let r = ModelRegistry::from_settings(&settings(&named)).unwrap();
+        assert_eq!(r.keys(), ["mid", "zeta", "alpha"]);
+        assert_eq!(r.resolve(None).unwrap().key, "mid");
     }
 
     #[test]

@@ -79,6 +79,10 @@ pub struct Metadata {
     pub response_format: Option<ResponseFormatReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
+    /// What triage ignored in the request, e.g. an unknown field or `behavior_controls` key
+    /// (HolmesGPT clients send fields triage does not know; they are not refused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -69,6 +69,7 @@ test("ask: the answer renders as markdown, with the tool card, usage and a follo
   ]);
   const page = await openConsole();
   await page.waitForSelector("#model option[value='fake-alt']", { state: "attached" });
+  assert.equal(await page.locator("#model option").first().textContent(), "Server default (fake)");
   await page.selectOption("#model", "fake-alt");
   await ask(page, "Why is web-1 crashing?");
 
@@ -105,6 +106,9 @@ test("ask: the answer renders as markdown, with the tool card, usage and a follo
   assert.match(await card.locator("pre.output").textContent(), /\[~\] 1\. Check pod logs/);
   assert.match(await page.locator("#usage").textContent(), /^Context [\d,]+ \/ 200,000 \(\d+%\) · last call [\d,]+ in \/ [\d,]+ out$/);
 
+  // Follow-ups whose toolset is not enabled here (kubernetes, prometheus) are not offered.
+  assert.deepEqual(await page.locator(".turn .follow-ups button").allTextContents(), ["Articles"]);
+
   // The chosen model was used.
   const first = await harness.llmRequests();
   assert.equal(first[0].model, "fake-model-alt");
@@ -122,6 +126,18 @@ test("ask: the answer renders as markdown, with the tool card, usage and a follo
     sent.some((m) => m.role === "assistant" && String(m.content).includes("## Root cause")),
     "the first answer is in the follow-up's history",
   );
+  assertNoPageErrors(page);
+  await page.context().close();
+});
+
+test("no model: the console says so before anyone types, and shows the README section", async () => {
+  const page = await openConsole(harness.triageBare);
+  const notice = page.locator("#setup-notice");
+  await notice.waitFor();
+  assert.match(await notice.textContent(), /No LLM model is configured/);
+  await notice.locator("a", { hasText: "README" }).click();
+  await notice.locator(".readme h2").waitFor();
+  assert.equal(await notice.locator(".readme h2").first().textContent(), "Pointing triage at an LLM");
   assertNoPageErrors(page);
   await page.context().close();
 });

@@ -17,7 +17,7 @@ mkdirSync(artifacts, { recursive: true });
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 
 // Starts `cargo run --example browser_harness` (built beforehand by .ci/run) and waits for its
-// port file. Returns { triage, triageKeyed?, llm, script(steps), llmRequests(), stop() }.
+// port file. Returns { triage, triageKeyed?, triageBare, llm, script(steps), llmRequests(), stop() }.
 export async function startHarness({ corsOrigins = [], apiKey } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "triage-browser-"));
   const portFile = join(dir, "ports.json");
@@ -54,6 +54,7 @@ export async function startHarness({ corsOrigins = [], apiKey } = {}) {
   return {
     triage: `http://127.0.0.1:${ports.triage}`,
     triageKeyed: ports.triage_keyed ? `http://127.0.0.1:${ports.triage_keyed}` : undefined,
+    triageBare: `http://127.0.0.1:${ports.triage_bare}`, // no model configured
     llm,
     stderr: () => stderr,
     async script(steps) {

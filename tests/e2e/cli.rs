@@ -9,7 +9,7 @@ use crate::fake_llm::{FakeLlm, Step};
 use crate::helpers::spawn_app;
 
 /// Writes a config pointing at the fake LLM and returns its path.
-fn config_for(llm: &FakeLlm, extra: &str) -> PathBuf {
+pub(crate) fn config_for(llm: &FakeLlm, extra: &str) -> PathBuf {
     let path =
         std::env::temp_dir().join(format!("triage-cli-{}.toml", uuid::Uuid::new_v4().simple()));
     let text = format!(
@@ -20,7 +20,7 @@ fn config_for(llm: &FakeLlm, extra: &str) -> PathBuf {
     path
 }
 
-async fn triage(config: Option<&PathBuf>, args: &[&str]) -> Output {
+pub(crate) async fn triage(config: Option<&PathBuf>, args: &[&str]) -> Output {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"));
     // Only what the test sets: no HOLMES_*, MODEL or OPENAI_API_KEY from the environment.
     cmd.env_clear()
@@ -32,7 +32,7 @@ async fn triage(config: Option<&PathBuf>, args: &[&str]) -> Output {
     cmd.output().await.expect("triage runs")
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
@@ -139,7 +139,8 @@ async fn ask_a_running_server() {
         &["ask", "--server", &app.base, "--model", "nope", "q"],
     )
     .await;
-    assert_eq!(out.status.code(), Some(1));
+    // The server's 400 for an unknown model is a usage error.
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("Unknown model 'nope'"),
         "{}",
@@ -164,7 +165,7 @@ async fn failures_exit_1_and_usage_errors_exit_2() {
     let out = triage(Some(&config), &["ask", "--approve", "delete it"]).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("--approve"),
+        text(&out.stderr).contains("terminal"),
         "{}",
         text(&out.stderr)
     );
@@ -192,12 +193,12 @@ async fn models_and_check() {
     );
     let out = triage(Some(&config), &["models"]).await;
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(text(&out.stdout), "fake\nother\n");
+    assert_eq!(text(&out.stdout), "fake (default)\nother\n");
     let out = triage(Some(&config), &["check"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let report = text(&out.stdout);
     assert!(
-        report.contains("configuration: ok") && report.contains("models: fake, other"),
+        report.contains("configuration: ok") && report.contains("fake (default)"),
         "{report}"
     );
     assert!(
@@ -215,11 +216,11 @@ async fn models_and_check() {
     ));
     std::fs::write(&empty, "[toolsets.kubernetes]\nenabled = false\n").unwrap();
     let out = triage(Some(&empty), &["check"]).await;
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stdout).contains("OPENAI_API_KEY"));
 }
 
-async fn triage_env(env: &[(&str, &str)], args: &[&str]) -> Output {
+pub(crate) async fn triage_env(env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"));
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -234,7 +235,12 @@ async fn triage_env(env: &[(&str, &str)], args: &[&str]) -> Output {
 async fn holmesgpt_environment_works_unchanged() {
     // OPENAI_API_KEY alone gives a default model.
     let out = triage_env(&[("OPENAI_API_KEY", "sk-test-123456")], &["models"]).await;
-    assert_eq!(text(&out.stdout), "gpt-4.1\n", "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "gpt-4.1 (default)\n",
+        "{}",
+        text(&out.stderr)
+    );
     // MODEL + API_BASE: one model under its own id.
     let out = triage_env(
         &[
@@ -246,7 +252,7 @@ async fn holmesgpt_environment_works_unchanged() {
     .await;
     assert_eq!(
         text(&out.stdout),
-        "openai/qwen2.5\n",
+        "openai/qwen2.5 (default)\n",
         "{}",
         text(&out.stderr)
     );
@@ -270,7 +276,7 @@ async fn holmesgpt_environment_works_unchanged() {
     .await;
     assert_eq!(
         text(&out.stdout),
-        "fast-model\naccurate-model\n",
+        "fast-model (default)\naccurate-model\n",
         "{}",
         text(&out.stderr)
     );

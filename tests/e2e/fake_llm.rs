@@ -19,7 +19,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use futures::Stream;
 use serde_json::{Value, json};
 
@@ -160,11 +160,23 @@ impl Default for Script {
     }
 }
 
-#[derive(Default)]
 struct Inner {
     script: Mutex<Script>,
+    /// What GET /v1/models answers: the listed ids, or an error status.
+    models: Mutex<Result<Vec<String>, u16>>,
     cancellations: AtomicUsize,
     changed: tokio::sync::Notify,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            script: Mutex::default(),
+            models: Mutex::new(Ok(vec!["fake-model".to_owned()])),
+            cancellations: AtomicUsize::default(),
+            changed: tokio::sync::Notify::default(),
+        }
+    }
 }
 
 impl Inner {
@@ -203,6 +215,7 @@ impl FakeLlm {
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
             .route("/chat/completions", post(handle))
+            .route("/v1/models", get(list_models))
             .layer(DefaultBodyLimit::disable())
             .with_state(inner.clone());
         let task = tokio::spawn(async move {
@@ -223,6 +236,12 @@ impl FakeLlm {
     /// The bound socket address.
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
+    }
+
+    /// What GET /v1/models answers from now on: these ids, or an error status.
+    pub fn set_models(&self, models: Result<&[&str], u16>) {
+        *self.inner.models.lock().unwrap() =
+            models.map(|ids| ids.iter().map(|id| (*id).to_owned()).collect());
     }
 
     /// Append a scripted step (FIFO).
@@ -516,6 +535,25 @@ where
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
+}
+
+async fn list_models(State(inner): State<Arc<Inner>>) -> Response {
+    match inner.models.lock().unwrap().clone() {
+        Ok(ids) => {
+            let data: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"id": id, "object": "model", "owned_by": "fake"}))
+                .collect();
+            json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
+        }
+        Err(status) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            json_response(
+                status,
+                &json!({"error": {"message": "refused by the fake"}}),
+            )
+        }
+    }
 }
 
 async fn handle(State(inner): State<Arc<Inner>>, raw: Bytes) -> Response {

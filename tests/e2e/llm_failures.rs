@@ -147,12 +147,12 @@ async fn rate_limit_exhausted_streaming_is_error_5204() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn unauthorized_is_not_retried_and_is_401() {
+async fn unauthorized_is_not_retried_and_is_502() {
     let app = spawn_app().await;
     app.llm.push(Step::error(401, "Incorrect API key provided"));
     app.llm.push(Step::text("never reached"));
     let (status, body) = app.chat_json(&ask(false)).await;
-    assert_eq!(status, 401, "{body}");
+    assert_eq!(status, 502, "{body}");
     assert!(
         detail(&body).contains("Incorrect API key provided"),
         "{body}"

@@ -410,6 +410,7 @@ async fn real_responses_match_their_schemas() {
         ("/", "text/html"),
         ("/console/app.js", "text/javascript"),
         ("/console/style.css", "text/css"),
+        ("/console/readme.md", "text/markdown"),
     ] {
         let resp = app.client.get(app.url(path)).send().await.unwrap();
         assert_eq!(resp.status(), 200);

@@ -59,6 +59,9 @@ fn every_holmes_variable_is_documented() {
         "ENABLE_JSON_LOGS_FORMAT",
         "AZURE_API_KEY",
         "AZURE_API_VERSION",
+        "OPENAI_API_BASE",
+        "OPENAI_BASE_URL",
+        "TRIAGE_API_KEY",
     ]);
     let missing: Vec<&str> = vars
         .into_iter()
@@ -68,6 +71,44 @@ fn every_holmes_variable_is_documented() {
         missing.is_empty(),
         "README.md does not document: {missing:?}"
     );
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md")
+}
+
+#[test]
+fn every_model_entry_key_is_documented() {
+    let readme = readme();
+    let missing: Vec<&str> = triage::llm::entry_keys::valid_keys()
+        .into_iter()
+        .filter(|k| !readme.contains(&format!("`{k}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README.md does not document: {missing:?}"
+    );
+}
+
+/// Whoever clones the repository has only the repository: every relative link points inside it.
+#[test]
+fn the_readme_stands_alone() {
+    let readme = readme();
+    assert!(
+        !readme.contains("../"),
+        "README.md links outside the repository"
+    );
+    let links = regex::Regex::new(r"\]\(([^)#]+)").unwrap();
+    for link in links.captures_iter(&readme).map(|c| c[1].to_owned()) {
+        if link.starts_with("http") {
+            continue;
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(&link);
+        assert!(
+            path.exists(),
+            "README.md links to {link}, which does not exist"
+        );
+    }
 }
 
 #[test]

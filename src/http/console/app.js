@@ -55,7 +55,14 @@
     paused: false, // an approval or a browser tool is waiting
     controller: null,
     retry: null, // a request refused with 401, sent again once a key is given
+    enabledToolsets: null, // Set of toolset names from /api/info; null while unknown
   };
+
+  // The server's follow-up actions and the toolset each one needs: an action whose toolset is
+  // not enabled here could only fail, so it is not offered.
+  const FOLLOW_UP_TOOLSETS = { logs: "kubernetes", graphs: "prometheus", articles: "internet" };
+  const README_PATH = "/console/readme.md";
+  const README_SECTION = "## Pointing triage at an LLM";
 
   // ---------------------------------------------------------------- DOM helpers
 
@@ -375,10 +382,59 @@
     }
     const select = $("model");
     const chosen = select.value;
-    select.replaceChildren(new Option("Server default", ""));
-    for (const name of Array.isArray(names) ? names : []) {
+    const list = Array.isArray(names) ? names : [];
+    // triage lists its default model first.
+    select.replaceChildren(new Option(list.length ? `Server default (${list[0]})` : "Server default", ""));
+    for (const name of list) {
       select.append(new Option(name, name, false, name === chosen));
     }
+  }
+
+  // Which toolsets work here, so follow-ups that need a missing one are not offered.
+  async function loadToolsets() {
+    try {
+      const response = await fetch("/api/info", { headers: headers({ Accept: "application/json" }) });
+      if (!response.ok) return;
+      const info = await response.json();
+      const toolsets = Array.isArray(info.toolsets) ? info.toolsets : [];
+      state.enabledToolsets = new Set(
+        toolsets.filter((t) => t && t.status === "enabled").map((t) => t.name),
+      );
+    } catch {
+      // unknown: every follow-up stays offered
+    }
+  }
+
+  // Before anyone types: a server without a model can answer nothing, so say so at once, with
+  // the README's section on configuring one.
+  async function checkReady() {
+    let response;
+    try {
+      response = await fetch("/readyz", { headers: { Accept: "application/json" } });
+    } catch {
+      return;
+    }
+    if (response.status !== 503) return;
+    const detail = await errorDetail(response);
+    const notice = $("setup-notice");
+    if (!notice) return;
+    const link = el("a", null, "README: Pointing triage at an LLM");
+    link.href = README_PATH;
+    link.addEventListener("click", async (e) => {
+      e.preventDefault();
+      link.remove();
+      try {
+        const readme = await (await fetch(README_PATH)).text();
+        const start = readme.indexOf(README_SECTION);
+        const end = readme.indexOf("\n## ", start + README_SECTION.length);
+        const section = start < 0 ? readme : readme.slice(start, end < 0 ? undefined : end);
+        notice.append(markdownBlock("readme", section));
+      } catch (err) {
+        notice.append(el("p", "hint", `Cannot load the README: ${err.message}`));
+      }
+    });
+    notice.replaceChildren(el("p", null, detail), link);
+    notice.hidden = false;
   }
 
   // ---------------------------------------------------------------- SSE
@@ -599,10 +655,14 @@
       else this.notice("info", "The model gave no answer text.");
       for (const text of this.highlights) highlight(text);
       const actions = Array.isArray(p.follow_up_actions) ? p.follow_up_actions : [];
-      if (actions.length) {
+      const offered = actions.filter((a) => {
+        const needs = a && FOLLOW_UP_TOOLSETS[a.id];
+        return !(needs && state.enabledToolsets && !state.enabledToolsets.has(needs));
+      });
+      if (offered.length) {
         const row = el("div", "follow-ups");
         row.append(el("span", "hint", "Follow up:"));
-        for (const a of actions) {
+        for (const a of offered) {
           if (!a || !a.prompt) continue;
           const b = el("button", "secondary", a.action_label || a.prompt);
           b.type = "button";
@@ -988,7 +1048,9 @@
     });
     $("forget-key").hidden = !apiKey();
     setBusy(false);
+    checkReady();
     loadModels();
+    loadToolsets();
     $("ask").focus();
   }
 

@@ -97,10 +97,12 @@ pub async fn toolset(cfg: &KubernetesConfig) -> Toolset {
         );
     };
     let kubectl = Arc::new(Kubectl::new(program, cfg));
+    if let Err(reason) = check_client_version(&kubectl).await {
+        return Toolset::unavailable(TOOLSET, reason);
+    }
     if cfg.check_on_startup
         && let Err(reason) = check_cluster(&kubectl, cfg).await
     {
-        tracing::warn!(toolset = TOOLSET, %reason, "toolset unavailable");
         return Toolset::unavailable(TOOLSET, reason);
     }
     let tools = COMMANDS
@@ -114,6 +116,36 @@ pub async fn toolset(cfg: &KubernetesConfig) -> Toolset {
         })
         .collect();
     Toolset::enabled(TOOLSET, INSTRUCTIONS, tools)
+}
+
+/// The oldest kubectl the tools work with: `kubectl events` arrived in 1.26.
+const MIN_KUBECTL_MINOR: u64 = 26;
+
+/// `kubectl version --client -o json` (local, no cluster): Err when kubectl is older than 1.26.
+/// A version that cannot be read is let through; the cluster check or the tools will say more.
+async fn check_client_version(kubectl: &Kubectl) -> Result<(), String> {
+    let args = ["version", "--client", "-o", "json"].map(str::to_owned);
+    let Ok(out) = kubectl
+        .run(&args, STARTUP_REQUEST_TIMEOUT, STARTUP_CHECK_LIMIT)
+        .await
+    else {
+        return Ok(());
+    };
+    let version: Option<Value> = serde_json::from_slice(&out.stdout).ok();
+    let client = version.as_ref().map(|v| &v["clientVersion"]);
+    let number = |field: &str| {
+        client
+            .and_then(|c| c[field].as_str())
+            .and_then(|n| n.trim_end_matches('+').parse::<u64>().ok())
+    };
+    match (number("major"), number("minor")) {
+        (Some(1), Some(minor)) if minor < MIN_KUBECTL_MINOR => Err(format!(
+            "kubectl 1.{minor} is too old: triage needs kubectl 1.{MIN_KUBECTL_MINOR} or newer \
+             (`kubectl events`); install a current kubectl \
+             (https://kubernetes.io/docs/tasks/tools/) or point toolsets.kubernetes.kubectl at one"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `kubectl version -o json`: Ok when the server reported its version, else the reason.

@@ -1,6 +1,10 @@
 //! The command line: `ask` (in-process or against `--server`), `models`, `check`. Progress
 //! goes to stderr, the answer (markdown) to stdout, so `triage ask … > answer.md` works.
 
+mod check;
+
+pub use check::{check, models, startup_exit};
+
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -14,7 +18,6 @@ use serde_json::Value;
 use crate::agent::{Agent, RequestMeta, collect_response};
 use crate::config::Settings;
 use crate::startup::{build_agent, install_crypto_provider};
-use crate::tools::ToolsetStatus;
 use crate::wire::events::{ApprovalRequired, ToolStatus};
 use crate::wire::request::ToolDecision;
 use crate::wire::{ChatRequest, StreamEvent};
@@ -63,9 +66,65 @@ pub fn behavior_controls(pairs: &[String]) -> Result<HashMap<String, bool>, Stri
                     ));
                 }
             };
-            Ok((key.trim().to_owned(), on))
+            let key = key.trim();
+            if crate::prompt::Section::from_key(key).is_none() {
+                let valid: Vec<&str> = crate::prompt::Section::ALL.map(|s| s.key()).to_vec();
+                return Err(format!(
+                    "--behavior: unknown key '{key}'. Valid keys: {}",
+                    valid.join(", ")
+                ));
+            }
+            Ok((key.to_owned(), on))
         })
         .collect()
+}
+
+/// The `/api/chat` URL of a running triage, from what the user gave `--server`.
+fn server_chat_url(given: &str) -> Result<String, String> {
+    let example = "e.g. --server http://127.0.0.1:5050";
+    let parsed = url::Url::parse(given).ok().filter(|u| u.has_host());
+    let Some(url) = parsed.filter(|u| matches!(u.scheme(), "http" | "https")) else {
+        return Err(format!(
+            "--server expects the base URL of a running triage with http:// or https:// \
+             ({example}); got '{given}'"
+        ));
+    };
+    if url.path().trim_end_matches('/').is_empty() {
+        return Ok(format!("{}/api/chat", given.trim_end_matches('/')));
+    }
+    let base = format!(
+        "{}://{}",
+        url.scheme(),
+        &url[url::Position::BeforeHost..url::Position::AfterPort]
+    );
+    Err(format!(
+        "--server expects the server's base URL, not an endpoint: got '{given}', write --server {base}"
+    ))
+}
+
+/// Why `ask` failed: the request was wrong (exit 2) or something failed while running (1).
+#[derive(Debug)]
+enum Failure {
+    Usage(String),
+    Runtime(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Runtime(message)
+    }
+}
+
+impl Failure {
+    /// Prints the message and gives the exit code.
+    fn exit(self) -> ExitCode {
+        let (code, message) = match self {
+            Failure::Usage(m) => (EXIT_USAGE, m),
+            Failure::Runtime(m) => (EXIT_ERROR, m),
+        };
+        eprintln!("triage: {message}");
+        ExitCode::from(code)
+    }
 }
 
 pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
@@ -85,18 +144,24 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
         ..ChatRequest::default()
     };
     let source = match &opts.server {
-        Some(url) => Source::remote(url, opts.api_key.clone()),
-        None => build_agent(&settings)
-            .await
-            .map(Source::Local)
-            .map_err(|e| e.to_string()),
-    };
-    let source = match source {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("triage: {e}");
-            return ExitCode::from(EXIT_ERROR);
-        }
+        Some(url) => match Source::remote(url, opts.api_key.clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("triage: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+        None => match build_agent(&settings).await {
+            Ok(agent) => {
+                // No model, or an unknown --model: usage errors, found before any work.
+                if let Err(e) = agent.models.resolve(opts.model.as_deref()) {
+                    eprintln!("triage: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+                Source::Local(agent)
+            }
+            Err(e) => return check::startup_exit(&e),
+        },
     };
     if opts.json {
         return match source.json(request).await {
@@ -104,10 +169,7 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
                 println!("{body}");
                 ExitCode::SUCCESS
             }
-            Err(e) => {
-                eprintln!("triage: {e}");
-                ExitCode::from(EXIT_ERROR)
-            }
+            Err(e) => e.exit(),
         };
     }
     let mut progress = Progress::new();
@@ -115,10 +177,7 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
     loop {
         let events = match source.stream(request.clone()).await {
             Ok(e) => e,
-            Err(e) => {
-                eprintln!("triage: {e}");
-                return ExitCode::from(EXIT_ERROR);
-            }
+            Err(e) => return e.exit(),
         };
         match progress.follow(events).await {
             Outcome::Answer(text) => {
@@ -138,6 +197,14 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
                         frontend_tool_results: None,
                         ..request
                     };
+                }
+                None if opts.approve => {
+                    eprintln!(
+                        "triage: the agent needs approval for a tool, but approvals need a \
+                         terminal to ask y/n on and stdin is not one; run this command in an \
+                         interactive terminal"
+                    );
+                    return ExitCode::from(EXIT_ERROR);
                 }
                 None => {
                     eprintln!(
@@ -198,15 +265,15 @@ impl Source {
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Source::Remote {
-            url: format!("{}/api/chat", url.trim_end_matches('/')),
+            url: server_chat_url(url)?,
             key,
             http,
         })
     }
 
-    async fn post(&self, request: &ChatRequest) -> Result<reqwest::Response, String> {
+    async fn post(&self, request: &ChatRequest) -> Result<reqwest::Response, Failure> {
         let Source::Remote { url, key, http } = self else {
-            return Err("not a remote source".into());
+            return Err(Failure::Runtime("not a remote source".into()));
         };
         let body = serde_json::to_vec(request).map_err(|e| e.to_string())?;
         let mut req = http
@@ -216,10 +283,16 @@ impl Source {
         if let Some(k) = key {
             req = req.header("x-api-key", k.as_str());
         }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| format!("cannot reach {url}: {e}"))?;
+        let resp = req.send().await.map_err(|e| {
+            let why = if e.is_connect() {
+                "nothing answered; is `triage serve` running there? Check the host and port \
+                 of --server"
+                    .to_owned()
+            } else {
+                e.to_string()
+            };
+            format!("cannot reach triage at {url}: {why}")
+        })?;
         if !resp.status().is_success() {
             let status = resp.status();
             let text = resp.text().await.unwrap_or_default();
@@ -230,12 +303,18 @@ impl Source {
                         .map(|d| d.as_str().map_or_else(|| d.to_string(), str::to_owned))
                 })
                 .unwrap_or(text);
-            return Err(format!("HTTP {status}: {detail}"));
+            let message = format!("HTTP {status}: {detail}");
+            // 400: the server refused what was asked (e.g. an unknown --model), a usage error.
+            return Err(if status == reqwest::StatusCode::BAD_REQUEST {
+                Failure::Usage(message)
+            } else {
+                Failure::Runtime(message)
+            });
         }
         Ok(resp)
     }
 
-    async fn stream(&self, request: ChatRequest) -> Result<EventStream, String> {
+    async fn stream(&self, request: ChatRequest) -> Result<EventStream, Failure> {
         match self {
             Source::Local(agent) => {
                 let prepared = agent
@@ -257,7 +336,7 @@ impl Source {
         }
     }
 
-    async fn json(&self, request: ChatRequest) -> Result<String, String> {
+    async fn json(&self, request: ChatRequest) -> Result<String, Failure> {
         match self {
             Source::Local(agent) => {
                 let prepared = agent
@@ -266,7 +345,7 @@ impl Source {
                 let response = collect_response(agent.clone().run(prepared))
                     .await
                     .map_err(|e| e.description)?;
-                serde_json::to_string_pretty(&response).map_err(|e| e.to_string())
+                Ok(serde_json::to_string_pretty(&response).map_err(|e| e.to_string())?)
             }
             Source::Remote { .. } => {
                 let text = self
@@ -276,7 +355,7 @@ impl Source {
                     .await
                     .map_err(|e| e.to_string())?;
                 let value: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-                serde_json::to_string_pretty(&value).map_err(|e| e.to_string())
+                Ok(serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?)
             }
         }
     }
@@ -394,57 +473,6 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
-pub fn models(settings: &Settings) -> ExitCode {
-    match crate::llm::ModelRegistry::from_settings(settings) {
-        Ok(r) if r.is_empty() => {
-            eprintln!("{}", crate::llm::registry::NO_MODEL_HELP);
-            ExitCode::from(EXIT_ERROR)
-        }
-        Ok(r) => {
-            for key in r.keys() {
-                println!("{key}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("triage: {e}");
-            ExitCode::from(EXIT_USAGE)
-        }
-    }
-}
-
-/// Validates the configuration and reports models and toolsets.
-pub async fn check(settings: &Settings) -> ExitCode {
-    let agent = match build_agent(settings).await {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("triage: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    println!("configuration: ok");
-    let keys = agent.models.keys();
-    if keys.is_empty() {
-        println!("models: none\n  {}", crate::llm::registry::NO_MODEL_HELP);
-    } else {
-        println!("models: {}", keys.join(", "));
-    }
-    println!("toolsets:");
-    for t in agent.tools.toolsets() {
-        let status = match &t.status {
-            ToolsetStatus::Enabled => format!("enabled ({} tools)", t.tools.len()),
-            ToolsetStatus::Disabled => "disabled in config".to_owned(),
-            ToolsetStatus::Unavailable(reason) => format!("unavailable: {reason}"),
-        };
-        println!("  {:<20} {status}", t.name);
-    }
-    if keys.is_empty() {
-        ExitCode::from(EXIT_ERROR)
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,5 +484,22 @@ mod tests {
         assert!(c["ai_safety"]);
         assert!(behavior_controls(&["x".into()]).is_err());
         assert!(behavior_controls(&["x=maybe".into()]).is_err());
+        let err = behavior_controls(&["style_guid=off".into()]).unwrap_err();
+        assert!(
+            err.contains("style_guid") && err.contains("style_guide"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn server_urls_say_what_to_write() {
+        assert_eq!(
+            server_chat_url("http://127.0.0.1:5050/").unwrap(),
+            "http://127.0.0.1:5050/api/chat"
+        );
+        let no_scheme = server_chat_url("localhost:5050").unwrap_err();
+        assert!(no_scheme.contains("http://"), "{no_scheme}");
+        let endpoint = server_chat_url("http://h:5050/api/chat").unwrap_err();
+        assert!(endpoint.contains("--server http://h:5050"), "{endpoint}");
     }
 }

@@ -1,0 +1,147 @@
+//! Which keys a model entry may hold. HolmesGPT hands every key it does not know to its provider
+//! library; triage takes the ones an OpenAI-compatible provider understands and refuses the
+//! rest by name, so a typo (`api_bse`) never silently sends traffic elsewhere.
+
+use serde_json::{Map, Value};
+
+/// Keys triage reads itself (`ModelEntry`'s own fields).
+pub const OWN_KEYS: &[&str] = &[
+    "model",
+    "api_key",
+    "api_base",
+    "base_url",
+    "api_version",
+    "temperature",
+    "max_tokens",
+    "custom_args",
+    "vision",
+    "input_cost_per_token",
+    "output_cost_per_token",
+];
+
+/// Keys sent unchanged in the chat-completions body.
+pub const BODY_KEYS: &[&str] = &[
+    "top_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "reasoning_effort",
+    "max_completion_tokens",
+    "parallel_tool_calls",
+    "user",
+    "thinking",
+    "extra_body",
+];
+
+/// Sent as HTTP headers (a table of name → value).
+pub const HEADERS_KEY: &str = "extra_headers";
+
+/// HolmesGPT's list of OpenAI parameters litellm may pass through; triage forwards every key
+/// in `BODY_KEYS` anyway, so it is accepted and has no effect.
+pub const NO_EFFECT_KEYS: &[&str] = &["allowed_openai_params"];
+
+/// Every key a model entry may hold, for error messages and the README.
+pub fn valid_keys() -> Vec<&'static str> {
+    OWN_KEYS
+        .iter()
+        .chain(BODY_KEYS)
+        .chain([&HEADERS_KEY])
+        .chain(NO_EFFECT_KEYS)
+        .copied()
+        .collect()
+}
+
+/// Checks the keys `ModelEntry` did not take itself; `entry` names it for the message, e.g.
+/// `[models.fast]`.
+pub fn check_extra_keys(entry: &str, extra: &Map<String, Value>) -> Result<(), String> {
+    let accepted =
+        |k: &str| BODY_KEYS.contains(&k) || k == HEADERS_KEY || NO_EFFECT_KEYS.contains(&k);
+    if let Some(unknown) = extra.keys().find(|k| !accepted(k)) {
+        return Err(format!(
+            "unknown key `{unknown}` in model entry {entry}. Valid keys: {}",
+            valid_keys().join(", ")
+        ));
+    }
+    match extra.get(HEADERS_KEY) {
+        None => Ok(()),
+        Some(Value::Object(headers))
+            if headers.iter().all(|(name, value)| {
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+                    && value
+                        .as_str()
+                        .is_some_and(|v| reqwest::header::HeaderValue::from_str(v).is_ok())
+            }) =>
+        {
+            Ok(())
+        }
+        Some(_) => Err(format!(
+            "`{HEADERS_KEY}` in model entry {entry} must be a table of header name = \"value\""
+        )),
+    }
+}
+
+/// The body parameters of an entry's extra keys.
+pub fn body_params(extra: &Map<String, Value>) -> Map<String, Value> {
+    extra
+        .iter()
+        .filter(|(k, _)| BODY_KEYS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The `extra_headers` of an entry, as (name, value) pairs.
+pub fn headers(extra: &Map<String, Value>) -> Vec<(String, String)> {
+    extra
+        .get(HEADERS_KEY)
+        .and_then(Value::as_object)
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn typos_are_named_with_the_entry_and_the_valid_keys() {
+        let err = check_extra_keys("[models.x]", &map(json!({"api_bse": "http://h"}))).unwrap_err();
+        assert!(
+            err.contains("`api_bse`") && err.contains("[models.x]"),
+            "{err}"
+        );
+        assert!(
+            err.contains("api_base") && err.contains("reasoning_effort"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn provider_keys_are_taken() {
+        let extra = map(json!({
+            "thinking": {"type": "enabled", "budget_tokens": 1024},
+            "reasoning_effort": "low",
+            "extra_headers": {"x-team": "sre"},
+            "allowed_openai_params": ["reasoning_effort"],
+        }));
+        check_extra_keys("[models.x]", &extra).unwrap();
+        let body = body_params(&extra);
+        assert_eq!(body.len(), 2);
+        assert_eq!(headers(&extra), [("x-team".to_owned(), "sre".to_owned())]);
+    }
+
+    #[test]
+    fn headers_must_be_strings() {
+        let extra = map(json!({"extra_headers": {"x": 1}}));
+        assert!(check_extra_keys("[models.x]", &extra).is_err());
+    }
+}
