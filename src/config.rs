@@ -28,6 +28,8 @@ pub struct Settings {
     #[serde(default)]
     pub toolsets: ToolsetSettings,
     #[serde(default)]
+    pub sandbox: crate::sandbox::SandboxSettings,
+    #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
     /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
     #[serde(default)]
@@ -38,6 +40,9 @@ pub struct Settings {
     /// Key used when a request names no model; default: the env model, else the first key.
     #[serde(default)]
     pub default_model: Option<String>,
+    /// The config file these settings were read from (`--config` or TRIAGE_CONFIG).
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -306,6 +311,7 @@ impl Settings {
         let file = file
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("TRIAGE_CONFIG").map(PathBuf::from));
+        let mut config_file = None;
         if let Some(path) = file {
             if !path.is_file() {
                 return Err(ConfigError::Invalid(format!(
@@ -313,7 +319,8 @@ impl Settings {
                     path.display()
                 )));
             }
-            figment = figment.merge(Toml::file(path));
+            figment = figment.merge(Toml::file(&path));
+            config_file = Some(path);
         }
         let holmes = Env::raw()
             // An empty variable means "unset" in HolmesGPT's deployments (Helm renders them).
@@ -328,11 +335,12 @@ impl Settings {
         figment = figment
             .merge(holmes)
             .merge(Env::prefixed("TRIAGE_").ignore(&["CONFIG"]).split("__"));
-        let settings: Settings = figment.extract().map_err(|e| {
+        let mut settings: Settings = figment.extract().map_err(|e| {
             let message = e.to_string();
             ConfigError::Invalid(format!("{message}{}", env_hint(&message)))
         })?;
         settings.validate()?;
+        settings.config_file = config_file;
         Ok(settings)
     }
 

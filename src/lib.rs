@@ -9,6 +9,7 @@ pub mod context;
 pub mod http;
 pub mod llm;
 pub mod prompt;
+pub mod sandbox;
 pub mod startup;
 pub mod telemetry;
 pub mod tools;

@@ -14,6 +14,7 @@ use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, RequestLimit, ShutdownWatch, router};
 use crate::llm::{LlmClient, ModelRegistry};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
+use crate::sandbox::{Sandbox, SandboxError};
 use crate::tools::{self, ToolRegistry, ToolsetStatus};
 
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +27,8 @@ pub enum StartupError {
     Client(#[from] reqwest::Error),
     #[error("{0}")]
     Tls(String),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
     #[error(
         "refusing to serve on {0} without an API key: set HOLMES_API_KEY (or server.api_keys), \
          bind to 127.0.0.1, or set HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED=true \
@@ -58,7 +61,11 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
             model.tokenizer.count("warm up");
         }
     }
-    let tools = load_tools(&settings.toolsets).await?;
+    let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings))?;
+    sandbox.log_summary();
+    let tools = load_tools(&settings.toolsets, &sandbox)
+        .await?
+        .with_sandbox(sandbox);
     let inputs = PromptInputs {
         cluster_name: settings.prompts.cluster_name.clone(),
         system_prompt_additions: settings.prompts.system_prompt_additions.clone(),
@@ -130,6 +137,30 @@ fn secrets_of(settings: &Settings) -> Vec<String> {
     secrets
 }
 
+/// triage's own files, which no tool may read: its configuration, the model list, the TLS key
+/// and the paths declared sensitive for bash (files holding this server's credentials).
+fn own_files(settings: &Settings) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = [
+        &settings.config_file,
+        &settings.model_list_file,
+        &settings.server.tls_key_file,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect();
+    files.extend(
+        settings
+            .toolsets
+            .bash
+            .sensitive_paths
+            .iter()
+            .filter(|p| p.starts_with('/'))
+            .map(std::path::PathBuf::from),
+    );
+    files
+}
+
 /// The bash settings, with the kubeconfig the kubernetes toolset uses among the paths bash
 /// commands may not name.
 fn bash_settings(cfg: &ToolsetSettings) -> tools::bash::BashConfig {
@@ -141,17 +172,20 @@ fn bash_settings(cfg: &ToolsetSettings) -> tools::bash::BashConfig {
     bash
 }
 
-async fn load_tools(cfg: &ToolsetSettings) -> Result<ToolRegistry, StartupError> {
+async fn load_tools(
+    cfg: &ToolsetSettings,
+    sandbox: &Sandbox,
+) -> Result<ToolRegistry, StartupError> {
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .build()?;
     let (kubernetes, prometheus) = tokio::join!(
-        tools::kubernetes::toolset(&cfg.kubernetes),
+        tools::kubernetes::toolset(&cfg.kubernetes, sandbox),
         tools::prometheus::toolset(&cfg.prometheus, &http),
     );
     let toolsets = vec![
         tools::core_toolset(),
-        tools::bash::toolset(&bash_settings(cfg)),
+        tools::bash::toolset(&bash_settings(cfg), sandbox),
         kubernetes,
         prometheus,
         tools::internet::toolset(&cfg.internet, &http),

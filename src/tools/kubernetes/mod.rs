@@ -17,10 +17,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Tool, ToolContext, ToolOutput, Toolset};
+use crate::sandbox::{Identity, Sandbox};
 use commands::{COMMANDS, CommandSpec};
 use run::{Kubectl, RunError};
 
 pub use commands::is_secret_kind;
+pub use run::kubectl_grants;
 
 const TOOLSET: &str = "kubernetes";
 /// Bound of the start-up `kubectl version` check (its request timeout is 3 s).
@@ -74,7 +76,7 @@ impl Default for KubernetesConfig {
     }
 }
 
-pub async fn toolset(cfg: &KubernetesConfig) -> Toolset {
+pub async fn toolset(cfg: &KubernetesConfig, sandbox: &Sandbox) -> Toolset {
     if !cfg.enabled {
         return Toolset::disabled(TOOLSET);
     }
@@ -95,9 +97,9 @@ pub async fn toolset(cfg: &KubernetesConfig) -> Toolset {
             ),
         );
     };
-    let kubectl = Arc::new(Kubectl::new(program, cfg));
+    let kubectl = Arc::new(Kubectl::new(program, cfg, sandbox));
     if cfg.check_on_startup
-        && let Err(reason) = check_cluster(&kubectl, cfg).await
+        && let Err(reason) = check_cluster(&kubectl, cfg, sandbox.identity()).await
     {
         tracing::warn!(toolset = TOOLSET, %reason, "toolset unavailable");
         return Toolset::unavailable(TOOLSET, reason);
@@ -116,7 +118,11 @@ pub async fn toolset(cfg: &KubernetesConfig) -> Toolset {
 }
 
 /// `kubectl version -o json`: Ok when the server reported its version, else the reason.
-async fn check_cluster(kubectl: &Kubectl, cfg: &KubernetesConfig) -> Result<(), String> {
+async fn check_cluster(
+    kubectl: &Kubectl,
+    cfg: &KubernetesConfig,
+    tools_user: &Identity,
+) -> Result<(), String> {
     let args = ["version".to_owned(), "-o".to_owned(), "json".to_owned()];
     let out = match kubectl
         .run(&args, STARTUP_REQUEST_TIMEOUT, STARTUP_CHECK_LIMIT)
@@ -160,6 +166,14 @@ async fn check_cluster(kubectl: &Kubectl, cfg: &KubernetesConfig) -> Result<(), 
         reason.push_str(
             " (no kubeconfig found: set toolsets.kubernetes.kubeconfig or KUBECONFIG, or run in a pod)",
         );
+    } else if reason.contains("permission denied")
+        && let Identity::Switch { name, .. } = tools_user
+    {
+        reason.push_str(&format!(
+            " (tool processes run as the user `{name}` (sandbox.user) because triage runs as \
+             root: make the kubeconfig readable by that user, set sandbox.user to a user who \
+             can read it, or run triage as a non-root user)"
+        ));
     }
     Err(format!("no cluster reachable: {reason}"))
 }
@@ -217,6 +231,10 @@ mod tests {
     use crate::wire::events::ToolStatus;
     use serde_json::json;
 
+    async fn toolset_for_tests(cfg: &KubernetesConfig) -> Toolset {
+        toolset(cfg, &Sandbox::for_tests()).await
+    }
+
     #[test]
     fn config_defaults_and_unknown_fields() {
         let cfg: KubernetesConfig = serde_json::from_value(json!({})).expect("defaults");
@@ -233,13 +251,13 @@ mod tests {
 
     #[tokio::test]
     async fn disabled_and_missing_binary() {
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             enabled: false,
             ..Default::default()
         })
         .await;
         assert_eq!(t.status, ToolsetStatus::Disabled);
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             kubectl: "/nonexistent/kubectl".into(),
             ..Default::default()
         })
@@ -250,7 +268,7 @@ mod tests {
             }
             s => panic!("{s:?}"),
         }
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             kubectl: "no-such-kubectl-binary".into(),
             ..Default::default()
         })
@@ -264,7 +282,7 @@ mod tests {
 
     #[tokio::test]
     async fn tools_without_startup_check() {
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             kubectl: "/bin/echo".into(),
             check_on_startup: false,
             ..Default::default()
@@ -321,7 +339,7 @@ mod tests {
     #[tokio::test]
     async fn startup_check_reports_kubectls_reason() {
         // `false` prints nothing and fails: no server version.
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             kubectl: "/bin/false".into(),
             kubeconfig: Some("/nonexistent/kubeconfig".into()),
             ..Default::default()
