@@ -21,6 +21,7 @@ mod llm_failures;
 mod openapi;
 mod operations;
 mod readme;
+mod sandbox;
 mod security;
 mod soak;
 mod streaming;
