@@ -286,6 +286,21 @@ impl Sandbox {
                  sandbox.require_landlock = true to refuse to start without it"
             ),
         }
+        if inner.kernel_abi.is_none() {
+            for file in inner
+                .protected
+                .iter()
+                .filter(|f| readable_by(f, &inner.identity))
+            {
+                tracing::error!(
+                    file = %file.display(),
+                    tools_user = %who,
+                    "without Landlock, tool processes can read this file of triage's: make it \
+                     unreadable to the tools' user (e.g. mode 0600, owned by triage's user, with \
+                     triage running as root so that tools run as sandbox.user)"
+                );
+            }
+        }
     }
 
     /// The sandbox as `/api/info` reports it.
@@ -316,6 +331,23 @@ impl Sandbox {
                 "max_cpu_secs": inner.limits.max_cpu_secs,
             },
         })
+    }
+}
+
+/// Whether file permissions let the tools' user read `path` (the directories above aside).
+fn readable_by(path: &Path, identity: &Identity) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    match identity {
+        Identity::Same { .. } => true,
+        Identity::Switch { uid, gid, .. } => {
+            let mode = meta.mode();
+            (meta.uid() == *uid && mode & 0o400 != 0)
+                || (meta.gid() == *gid && mode & 0o040 != 0)
+                || mode & 0o004 != 0
+        }
     }
 }
 
@@ -389,4 +421,40 @@ fn remove_when_quiet(path: &Path) {
         }
     }
     tracing::warn!(dir = %path.display(), "could not remove a tool call's TMPDIR");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn file_permissions_decide_what_a_separate_user_can_read() {
+        let dir = create_base_dir().expect("dir");
+        let file = dir.join("config.toml");
+        std::fs::write(&file, "x").expect("write");
+        let nobody = Identity::Switch {
+            uid: 65534,
+            gid: 65534,
+            name: "nobody".into(),
+        };
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(readable_by(&file, &nobody));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        // SAFETY: geteuid only reads the process's credentials.
+        let owner_is_nobody = unsafe { libc::geteuid() } == 65534;
+        assert_eq!(readable_by(&file, &nobody), owner_is_nobody);
+        assert!(readable_by(&file, &Identity::Same { uid: 1, gid: 1 }));
+        assert!(!readable_by(&dir.join("missing"), &nobody));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn settings_default_and_refuse_unknown_keys() {
+        let s: SandboxSettings = serde_json::from_value(json!({})).expect("defaults");
+        assert_eq!(s.user, "nobody");
+        assert_eq!(s.max_processes, 256);
+        assert!(!s.require_landlock);
+        assert!(serde_json::from_value::<SandboxSettings>(json!({"enabled": false})).is_err());
+    }
 }

@@ -369,9 +369,13 @@ async fn mixed_pause_and_approval_in_one_event() {
     assert_eq!(events[1].data["tool_call_id"], "fe");
 }
 
+/// A directory approved commands write in: open to the tools' user (`nobody` when the tests
+/// run as root), since approval gives a command that user's write access, no more.
 fn tempfile_dir() -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let dir = std::env::temp_dir().join(format!("triage-e2e-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     dir
 }
 

@@ -8,7 +8,7 @@
 mod commands;
 mod run;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,12 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Tool, ToolContext, ToolOutput, Toolset};
-use crate::sandbox::{Identity, Sandbox};
+use crate::sandbox::{Grants, Identity, Sandbox};
 use commands::{COMMANDS, CommandSpec};
 use run::{Kubectl, RunError};
 
 pub use commands::is_secret_kind;
-pub use run::kubectl_grants;
 
 const TOOLSET: &str = "kubernetes";
 /// Bound of the start-up `kubectl version` check (its request timeout is 3 s).
@@ -176,6 +175,31 @@ async fn check_cluster(
         ));
     }
     Err(format!("no cluster reachable: {reason}"))
+}
+
+/// What kubectl needs besides system locations: its kubeconfig files (`kubeconfigs`, else
+/// `~/.kube/config`), in a pod the service-account credentials, and the cache directory when
+/// one is configured.
+pub fn kubectl_grants(
+    kubeconfigs: Vec<PathBuf>,
+    home: Option<&Path>,
+    cache_dir: Option<&Path>,
+) -> Grants {
+    let mut read = kubeconfigs;
+    if read.is_empty()
+        && let Some(home) = home
+    {
+        read.push(home.join(".kube/config"));
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        read.push(PathBuf::from(
+            "/var/run/secrets/kubernetes.io/serviceaccount",
+        ));
+    }
+    Grants {
+        read,
+        write: cache_dir.map(Path::to_path_buf).into_iter().collect(),
+    }
 }
 
 /// One kubectl command as a tool.

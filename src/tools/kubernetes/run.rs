@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::KubernetesConfig;
+use super::kubectl_grants;
 use crate::sandbox::{Approval, Grants, Sandbox};
 use crate::tools::ToolOutput;
 use crate::wire::events::ToolStatus;
@@ -121,10 +122,10 @@ impl Kubectl {
                 env.push(((*name).into(), v));
             }
         }
-        let kubeconfigs = match env.iter().find(|(k, _)| k == "KUBECONFIG") {
-            Some((_, v)) => std::env::split_paths(v).collect(),
-            None => Vec::new(),
-        };
+        let kubeconfigs = env.iter().filter(|(k, _)| k == "KUBECONFIG");
+        let kubeconfigs = kubeconfigs
+            .flat_map(|(_, v)| std::env::split_paths(v))
+            .collect();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let mut grants = kubectl_grants(kubeconfigs, home.as_deref(), cache_dir.as_deref());
         // A kubectl outside the system locations (e.g. in a home directory) must be runnable.
@@ -215,31 +216,6 @@ impl Kubectl {
         };
         output.invocation = Some(invocation);
         output
-    }
-}
-
-/// What kubectl needs besides system locations: its kubeconfig files (`kubeconfigs`, else
-/// `~/.kube/config`), in a pod the service-account credentials, and the cache directory when
-/// one is configured.
-pub fn kubectl_grants(
-    kubeconfigs: Vec<PathBuf>,
-    home: Option<&Path>,
-    cache_dir: Option<&Path>,
-) -> Grants {
-    let mut read = kubeconfigs;
-    if read.is_empty()
-        && let Some(home) = home
-    {
-        read.push(home.join(".kube/config"));
-    }
-    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-        read.push(PathBuf::from(
-            "/var/run/secrets/kubernetes.io/serviceaccount",
-        ));
-    }
-    Grants {
-        read,
-        write: cache_dir.map(Path::to_path_buf).into_iter().collect(),
     }
 }
 
