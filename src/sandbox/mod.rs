@@ -354,18 +354,41 @@ fn readable_by(path: &Path, identity: &Identity) -> bool {
 /// The directory holding this process's private `TMPDIR`s, fresh and owned by triage.
 fn create_base_dir() -> Result<PathBuf, SandboxError> {
     static N: AtomicU64 = AtomicU64::new(0);
+    static CLEANED: std::sync::Once = std::sync::Once::new();
+    CLEANED.call_once(remove_stale_base_dirs);
     let dir = std::env::temp_dir().join(format!(
         "triage-sandbox-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     ));
-    // A directory left by an earlier process with the same pid.
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::DirBuilder::new()
         .mode(0o711)
         .create(&dir)
         .map_err(io_error(format!("creating {}", dir.display())))?;
     Ok(dir)
+}
+
+/// Removes the directories of triage processes that are gone (killed, or never dropped their
+/// sandbox): a timeout kill leaves files there that no one else would remove.
+fn remove_stale_base_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("triage-sandbox-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        // Our own pid: an earlier process's (this runs before we create any).
+        let stale = pid.is_some_and(|pid| {
+            pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists()
+        });
+        if stale {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// A call's private `TMPDIR`: owned by the tools' user, mode 0700, removed (with whatever the
