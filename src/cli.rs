@@ -429,6 +429,9 @@ pub async fn check(settings: &Settings) -> ExitCode {
     } else {
         println!("models: {}", keys.join(", "));
     }
+    if let Some(sandbox) = agent.tools.sandbox() {
+        println!("sandbox: {}", sandbox.summary());
+    }
     println!("toolsets:");
     for t in agent.tools.toolsets() {
         let status = match &t.status {

@@ -303,6 +303,23 @@ impl Sandbox {
         }
     }
 
+    /// One line for `triage check`.
+    pub fn summary(&self) -> String {
+        let inner = &self.inner;
+        let landlock = match inner.kernel_abi {
+            Some(abi) => format!("Landlock ABI {abi} (using {})", abi.min(rules::ABI_USED)),
+            None => "NO LANDLOCK (tools are not confined to the files they need)".to_owned(),
+        };
+        let limits = &inner.limits;
+        format!(
+            "{landlock}, tools run as {}, at most {} processes, {} MiB per file, {} CPU s",
+            inner.identity.describe(),
+            limits.max_processes,
+            limits.max_file_size / (1024 * 1024),
+            limits.max_cpu_secs
+        )
+    }
+
     /// The sandbox as `/api/info` reports it.
     pub fn describe(&self) -> Value {
         let inner = &self.inner;
