@@ -328,9 +328,12 @@ impl Sandbox {
                 "available": true,
                 "kernel_abi": abi,
                 "abi_used": abi.min(rules::ABI_USED),
+                "warning": null,
             }),
             None => json!({
                 "available": false,
+                "kernel_abi": null,
+                "abi_used": null,
                 "warning": "the kernel has no Landlock: tool processes are not confined to \
                             the files they need",
             }),
