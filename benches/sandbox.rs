@@ -9,7 +9,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
-use triage::sandbox::{Sandbox, SandboxSettings};
+use triage::sandbox::{Approval, Grants, Sandbox, SandboxSettings};
 use triage::tools::ToolContext;
 use triage::tools::bash::{BashConfig, toolset};
 
@@ -50,6 +50,23 @@ fn calls(c: &mut Criterion) {
     group.bench_function("sandboxed_approved_call", |b| {
         b.iter(|| rt.block_on(tool.invoke(json!({"command": "echo hi"}), &approved)))
     });
+    group.finish();
+
+    // The sandbox's own share: the private TMPDIR made and removed, the Landlock ruleset built.
+    let mut group = c.benchmark_group("sandbox_prepare");
+    for (name, approval) in [
+        ("not_approved", Approval::NotApproved),
+        ("approved", Approval::Approved),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut cmd = tokio::process::Command::new("true");
+                sandbox
+                    .prepare(&mut cmd, &Grants::default(), approval)
+                    .expect("prepared")
+            })
+        });
+    }
     group.finish();
 }
 
