@@ -28,6 +28,8 @@ pub struct Settings {
     #[serde(default)]
     pub toolsets: ToolsetSettings,
     #[serde(default)]
+    pub sandbox: crate::sandbox::SandboxSettings,
+    #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
     /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
     #[serde(default)]
@@ -349,7 +351,7 @@ impl Settings {
                     path.display()
                 )));
             }
-            if let Ok(text) = std::fs::read_to_string(&path) {
+            if let Ok(text) = std::fs::read_to_string(path) {
                 model_order = models_in_file_order(&[&text]);
             }
             figment = figment.merge(Toml::file(path));

@@ -10,6 +10,7 @@ pub mod credentials;
 pub mod http;
 pub mod llm;
 pub mod prompt;
+pub mod sandbox;
 pub mod startup;
 pub mod telemetry;
 pub mod tools;

@@ -16,6 +16,7 @@ use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
 use crate::llm::{LlmClient, ModelRegistry};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
+use crate::sandbox::{Sandbox, SandboxError};
 use crate::tools::{self, ToolRegistry, ToolsetStatus};
 
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,8 @@ pub enum StartupError {
     Client(#[from] reqwest::Error),
     #[error("{0}")]
     Tls(String),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
     #[error(
         "refusing to serve on {0} without an API key: set HOLMES_API_KEY (or server.api_keys), \
          bind to 127.0.0.1, or set HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED=true \
@@ -60,7 +63,9 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
             model.tokenizer.count("warm up");
         }
     }
-    let tools = load_tools(settings).await?;
+    let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings))?;
+    sandbox.log_summary();
+    let tools = load_tools(settings, &sandbox).await?.with_sandbox(sandbox);
     let inputs = PromptInputs {
         cluster_name: settings.prompts.cluster_name.clone(),
         system_prompt_additions: settings.prompts.system_prompt_additions.clone(),
@@ -122,29 +127,26 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     }))
 }
 
-/// The bash settings, with every file triage reads configuration or credentials from among the
-/// paths bash commands may not name: its config file, the model list, the TLS key and
-/// certificate, the kubeconfig the kubernetes toolset uses, HolmesGPT's custom toolset files
-/// (`CUSTOM_TOOLSET_LOCATION`, which deployments shared with HolmesGPT may set) and a
-/// credentials file a provider variable points at.
-fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
-    let cfg = &settings.toolsets;
-    let mut bash = cfg.bash.clone();
+/// Every file triage reads configuration or credentials from: its config file, the model list,
+/// the TLS key and certificate, HolmesGPT's custom toolset files (`CUSTOM_TOOLSET_LOCATION`,
+/// which deployments shared with HolmesGPT may set) and a credentials file a provider variable
+/// points at. Bash commands may not name them and the sandbox does not let tools read them.
+fn triage_files(settings: &Settings) -> Vec<std::path::PathBuf> {
     let custom_toolsets = std::env::var("CUSTOM_TOOLSET_LOCATION").unwrap_or_default();
     let credential_files = crate::credentials::CREDENTIAL_FILE_ENV_VARS
         .iter()
         .filter_map(std::env::var_os)
         .map(std::path::PathBuf::from)
         .filter(|p| p.is_file());
-    let files = [
-        settings.config_file.clone(),
-        settings.model_list_file.clone(),
-        settings.server.tls_key_file.clone(),
-        settings.server.tls_cert_file.clone(),
-        cfg.kubernetes.kubeconfig.clone(),
+    [
+        &settings.config_file,
+        &settings.model_list_file,
+        &settings.server.tls_key_file,
+        &settings.server.tls_cert_file,
     ]
     .into_iter()
     .flatten()
+    .cloned()
     .chain(
         custom_toolsets
             .split(',')
@@ -152,26 +154,53 @@ fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
             .filter(|p| !p.is_empty())
             .map(std::path::PathBuf::from),
     )
-    .chain(credential_files);
-    for file in files {
-        let path = std::path::absolute(&file).unwrap_or(file);
+    .chain(credential_files)
+    .map(|file| std::path::absolute(&file).unwrap_or(file))
+    .collect()
+}
+
+/// What the sandbox keeps every tool from reading: triage's files and the absolute paths
+/// declared sensitive for bash (files holding this server's credentials). Not the kubeconfig:
+/// kubectl needs it.
+fn own_files(settings: &Settings) -> Vec<std::path::PathBuf> {
+    let mut files = triage_files(settings);
+    files.extend(
+        settings
+            .toolsets
+            .bash
+            .sensitive_paths
+            .iter()
+            .filter(|p| p.starts_with('/'))
+            .map(std::path::PathBuf::from),
+    );
+    files
+}
+
+/// The bash settings, with triage's files and the kubeconfig the kubernetes toolset uses among
+/// the paths bash commands may not name.
+fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
+    let cfg = &settings.toolsets;
+    let mut bash = cfg.bash.clone();
+    let kubeconfig = cfg.kubernetes.kubeconfig.clone();
+    let kubeconfig = kubeconfig.map(|file| std::path::absolute(&file).unwrap_or(file));
+    for path in triage_files(settings).into_iter().chain(kubeconfig) {
         bash.sensitive_paths.push(path.display().to_string());
     }
     bash
 }
 
-async fn load_tools(settings: &Settings) -> Result<ToolRegistry, StartupError> {
+async fn load_tools(settings: &Settings, sandbox: &Sandbox) -> Result<ToolRegistry, StartupError> {
     let cfg = &settings.toolsets;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .build()?;
     let (kubernetes, prometheus) = tokio::join!(
-        tools::kubernetes::toolset(&cfg.kubernetes),
+        tools::kubernetes::toolset(&cfg.kubernetes, sandbox),
         tools::prometheus::toolset(&cfg.prometheus, &http),
     );
     let toolsets = vec![
         tools::core_toolset(),
-        tools::bash::toolset(&bash_settings(settings)),
+        tools::bash::toolset(&bash_settings(settings), sandbox),
         kubernetes,
         prometheus,
         tools::internet::toolset(&cfg.internet, &http),

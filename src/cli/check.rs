@@ -90,6 +90,9 @@ pub async fn check(settings: &Settings) -> ExitCode {
             );
         }
     }
+    if let Some(sandbox) = agent.tools.sandbox() {
+        println!("sandbox: {}", sandbox.summary());
+    }
     println!("toolsets:");
     for t in agent.tools.toolsets() {
         let status = match &t.status {

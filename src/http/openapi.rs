@@ -117,6 +117,36 @@ mod shapes {
         pub default_model: Option<String>,
         pub toolsets_summary: ToolsetsSummary,
         pub toolsets: Vec<ToolsetInfo>,
+        /// The sandbox tool processes run in.
+        pub sandbox: Option<SandboxInfo>,
+    }
+
+    #[derive(JsonSchema)]
+    pub struct SandboxInfo {
+        pub landlock: LandlockInfo,
+        pub tools_uid: u32,
+        pub tools_gid: u32,
+        /// Tools run as `sandbox.user` because triage runs as root.
+        pub separate_user: bool,
+        pub no_new_privs: bool,
+        pub limits: SandboxLimits,
+    }
+
+    #[derive(JsonSchema)]
+    pub struct LandlockInfo {
+        /// False on a kernel without Landlock: tools are not confined to the files they need.
+        pub available: bool,
+        pub kernel_abi: Option<u32>,
+        /// The ABI whose rights triage enforces.
+        pub abi_used: Option<u32>,
+        pub warning: Option<String>,
+    }
+
+    #[derive(JsonSchema)]
+    pub struct SandboxLimits {
+        pub max_processes: u64,
+        pub max_file_size_mb: u64,
+        pub max_cpu_secs: u64,
     }
 
     #[derive(JsonSchema)]

@@ -60,6 +60,7 @@ pub async fn info(State(state): State<AppState>) -> Json<serde_json::Value> {
             "disabled": count("disabled"),
         },
         "toolsets": toolsets,
+        "sandbox": state.agent.tools.sandbox().map(crate::sandbox::Sandbox::describe),
     }))
 }
 

@@ -161,6 +161,8 @@ pub struct ToolRegistry {
     /// Tokens of `definitions` per encoding (O200k, Cl100k), counted on first use: loading an
     /// encoding that no configured model uses would cost tens of MiB and start-up time.
     tokens: [OnceLock<u32>; 2],
+    /// The sandbox tool processes run in (for `/api/info`).
+    sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 /// The always-on toolset: planning.
@@ -188,7 +190,17 @@ impl ToolRegistry {
             toolsets,
             definitions,
             tokens: [OnceLock::new(), OnceLock::new()],
+            sandbox: None,
         }
+    }
+
+    pub fn with_sandbox(mut self, sandbox: crate::sandbox::Sandbox) -> ToolRegistry {
+        self.sandbox = Some(sandbox);
+        self
+    }
+
+    pub fn sandbox(&self) -> Option<&crate::sandbox::Sandbox> {
+        self.sandbox.as_ref()
     }
 
     pub fn builtin() -> ToolRegistry {

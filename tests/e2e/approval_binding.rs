@@ -7,12 +7,6 @@ use serde_json::{Value, json};
 use crate::fake_llm::Step;
 use crate::helpers::{TestApp, spawn_app_with};
 
-fn marker_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("triage-bind-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Asks for a command that needs approval; returns the paused history.
 async fn paused_history(app: &TestApp, dir: &std::path::Path) -> Value {
     let command = format!("touch {}/approved-marker", dir.display());
@@ -29,7 +23,7 @@ async fn paused_history(app: &TestApp, dir: &std::path::Path) -> Value {
 #[tokio::test]
 async fn a_token_moved_into_another_history_is_refused_with_400() {
     let app = spawn_app_with("").await;
-    let dir = marker_dir();
+    let dir = crate::helpers::tool_writable_dir("bind");
     let history = paused_history(&app, &dir).await;
     // The same assistant message, token and all, after a question the user never asked.
     let messages = history.as_array().unwrap();
@@ -77,7 +71,7 @@ async fn a_token_moved_into_another_history_is_refused_with_400() {
 #[tokio::test]
 async fn an_expired_token_is_an_error_result_naming_the_lifetime() {
     let app = spawn_app_with("[approvals]\ntoken_ttl_secs = 1\n").await;
-    let dir = marker_dir();
+    let dir = crate::helpers::tool_writable_dir("bind");
     let history = paused_history(&app, &dir).await;
     // Expiry is checked in whole seconds: wait until the token is surely past it.
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;

@@ -71,7 +71,7 @@ fn pending_call(history: &Value) -> Value {
 #[tokio::test]
 async fn approve_runs_the_command_and_the_stream_resumes() {
     let app = spawn_app().await;
-    let dir = tempfile_dir();
+    let dir = crate::helpers::tool_writable_dir("approvals");
     let command = touch_command(&dir);
     let paused = pause_on(&app, &command).await;
     let history = paused["conversation_history"].clone();
@@ -115,7 +115,7 @@ async fn approve_runs_the_command_and_the_stream_resumes() {
 #[tokio::test]
 async fn deny_with_feedback_becomes_an_error_result() {
     let app = spawn_app().await;
-    let dir = tempfile_dir();
+    let dir = crate::helpers::tool_writable_dir("approvals");
     let paused = pause_on(&app, &touch_command(&dir)).await;
     app.llm.push(Step::text("Understood."));
     let events = app
@@ -142,7 +142,7 @@ async fn deny_with_feedback_becomes_an_error_result() {
 #[tokio::test]
 async fn forged_altered_or_missing_tokens_never_run() {
     let app = spawn_app().await;
-    let dir = tempfile_dir();
+    let dir = crate::helpers::tool_writable_dir("approvals");
     let paused = pause_on(&app, &touch_command(&dir)).await;
     let original = paused["conversation_history"].clone();
 
@@ -297,7 +297,7 @@ async fn decisions_without_pending_approvals_are_an_error() {
 #[tokio::test]
 async fn a_replica_with_the_same_key_resumes_and_another_key_refuses() {
     let first = spawn_app().await;
-    let dir = tempfile_dir();
+    let dir = crate::helpers::tool_writable_dir("approvals");
     let paused = pause_on(&first, &touch_command(&dir)).await;
     // Same signing key (the test default), different process state: resumes.
     let replica = spawn_app().await;
@@ -369,16 +369,10 @@ async fn mixed_pause_and_approval_in_one_event() {
     assert_eq!(events[1].data["tool_call_id"], "fe");
 }
 
-fn tempfile_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("triage-e2e-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 #[tokio::test]
 async fn approved_calls_of_one_resume_run_at_the_same_time() {
     let app = spawn_app().await;
-    let dir = tempfile_dir();
+    let dir = crate::helpers::tool_writable_dir("approvals");
     // Each command marks itself, then waits for the other's mark: run one after the other,
     // the first would wait until its 10 s timeout and fail.
     let rendezvous = |me: &str, other: &str| {

@@ -198,7 +198,9 @@ async fn models_and_check() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let report = text(&out.stdout);
     assert!(
-        report.contains("configuration: ok") && report.contains("fake (default)"),
+        report.contains("configuration: ok")
+            && report.contains("fake (default)")
+            && report.contains("sandbox: Landlock ABI "),
         "{report}"
     );
     assert!(

@@ -195,3 +195,16 @@ pub async fn call(
         .invoke(params, &triage::tools::ToolContext::default())
         .await
 }
+
+/// A fresh directory that approved tool commands can write in: tools run under the sandbox's
+/// unprivileged user when the tests run as root, so the directory is world-writable.
+pub fn tool_writable_dir(purpose: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!(
+        "triage-{purpose}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}

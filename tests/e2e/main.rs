@@ -29,6 +29,7 @@ mod openapi;
 mod operations;
 mod policy_strace;
 mod readme;
+mod sandbox;
 mod secret_masking;
 mod security;
 mod slow_clients;

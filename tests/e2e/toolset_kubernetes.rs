@@ -2,7 +2,8 @@
 //! ([`crate::kube_standin`]): real kubectl output, errors and start-up checks.
 
 use serde_json::json;
-use triage::tools::kubernetes::{KubernetesConfig, toolset};
+use triage::sandbox::{Sandbox, SandboxSettings};
+use triage::tools::kubernetes::KubernetesConfig;
 use triage::tools::{ToolOutput, Toolset, ToolsetStatus};
 use triage::wire::events::ToolStatus;
 
@@ -21,6 +22,12 @@ fn require_kubectl() {
          drive the real kubectl; `.ci/run` installs Debian's `kubernetes-client` package \
          (apt-get install kubernetes-client)"
     );
+}
+
+/// The toolset as triage builds it: kubectl in the default sandbox.
+async fn toolset(cfg: &KubernetesConfig) -> Toolset {
+    let sandbox = Sandbox::new(&SandboxSettings::default(), &[]).expect("the default sandbox");
+    triage::tools::kubernetes::toolset(cfg, &sandbox).await
 }
 
 fn ok(out: &ToolOutput) -> &str {

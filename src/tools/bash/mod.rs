@@ -4,12 +4,15 @@
 //! allowed commands run at once; commands outside the allow list need the user's approval
 //! (the tool returns `approval_required` and the agent loop asks); dangerous forms
 //! (substitutions, file redirections, `sudo`, reading secrets, …) are refused outright,
-//! even with approval. Allowed commands run in a clean environment ([`run`]).
+//! even with approval. Commands run in a clean environment inside the sandbox ([`run`],
+//! [`crate::sandbox`]): without approval they may write only in their private `TMPDIR`.
 
 mod evaluation;
 mod parse;
 mod policy;
 mod run;
+#[cfg(test)]
+mod sandbox_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,11 +24,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Tool, ToolContext, ToolOutput, Toolset, parameters_schema, parse_params};
+use crate::sandbox::{Approval, Grants, Sandbox};
 use crate::wire::events::ToolStatus;
 
 pub use policy::{BuiltinAllowlist, Policy, Verdict, classify};
 
 const TOOLSET: &str = "bash";
+
+/// Added to output that reports a refused access, which the sandbox may have caused.
+const SANDBOX_NOTE: &str = "[note: commands run in a sandbox: without the user's approval they \
+    may write only in $TMPDIR (their working directory), and no command may read triage's own \
+    files; \"Permission denied\" above may come from it]";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -66,14 +75,14 @@ impl Default for BashConfig {
     }
 }
 
-pub fn toolset(cfg: &BashConfig) -> Toolset {
+pub fn toolset(cfg: &BashConfig, sandbox: &Sandbox) -> Toolset {
     if !cfg.enabled {
         return Toolset::disabled(TOOLSET);
     }
     let Some(bash) = find_bash() else {
         return Toolset::unavailable(TOOLSET, "bash is not installed");
     };
-    let tool = BashTool::new(cfg, bash, |k| std::env::var(k).ok());
+    let tool = BashTool::new(cfg, bash, sandbox, |k| std::env::var(k).ok());
     let instructions = instructions(&tool.policy);
     Toolset::enabled(TOOLSET, &instructions, vec![Arc::new(tool)])
 }
@@ -135,7 +144,9 @@ pub struct BashTool {
     schema: Value,
     bash: PathBuf,
     env: Vec<(String, String)>,
-    cwd: PathBuf,
+    sandbox: Sandbox,
+    /// What kubectl, run from a command, needs to read.
+    grants: Grants,
     default_timeout: u64,
     max_timeout: u64,
     memory_limit_mb: u64,
@@ -144,13 +155,19 @@ pub struct BashTool {
 
 impl BashTool {
     /// `lookup` reads triage's environment (a parameter so tests need not change it).
-    fn new(cfg: &BashConfig, bash: PathBuf, lookup: impl Fn(&str) -> Option<String>) -> Self {
+    fn new(
+        cfg: &BashConfig,
+        bash: PathBuf,
+        sandbox: &Sandbox,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Self {
         let env = run::child_env(&lookup);
         let home = env
             .iter()
             .find(|(k, _)| k == "HOME")
             .map(|(_, v)| v.clone());
-        // A known working directory, so relative paths can be checked.
+        // Relative paths are checked as if from here; commands really run in their private
+        // TMPDIR, deeper below, so a path can only reach less than the check assumed.
         let cwd = if Path::new("/tmp").is_dir() {
             "/tmp"
         } else {
@@ -168,6 +185,11 @@ impl BashTool {
                     .collect()
             })
             .unwrap_or_default();
+        let grants = super::kubernetes::kubectl_grants(
+            kubeconfigs.iter().map(PathBuf::from).collect(),
+            home.as_deref().map(Path::new),
+            None,
+        );
         let policy = Policy::new(
             cfg.builtin_allowlist,
             &cfg.allow,
@@ -183,7 +205,8 @@ impl BashTool {
             schema: parameters_schema::<BashParams>(),
             bash,
             env,
-            cwd: PathBuf::from(cwd),
+            sandbox: sandbox.clone(),
+            grants,
             default_timeout: cfg.timeout_secs.clamp(1, max_timeout),
             max_timeout,
             memory_limit_mb: cfg.memory_limit_mb,
@@ -235,7 +258,9 @@ impl BashTool {
             bash: &self.bash,
             command: &command,
             env: &self.env,
-            cwd: &self.cwd,
+            sandbox: &self.sandbox,
+            grants: &self.grants,
+            approval: Approval::from(ctx.user_approved),
             timeout: Duration::from_secs(secs),
             max_output: self.max_output,
             memory_limit_mb: self.memory_limit_mb,
@@ -247,6 +272,12 @@ impl BashTool {
             }
         };
         let mut data = String::from_utf8_lossy(&finished.output).into_owned();
+        if data.contains("Permission denied") {
+            if !data.ends_with('\n') {
+                data.push('\n');
+            }
+            data.push_str(SANDBOX_NOTE);
+        }
         let (status, error, code) = match finished.outcome {
             run::Outcome::TimedOut => (
                 ToolStatus::Error,
@@ -300,8 +331,8 @@ impl Tool for BashTool {
          prod | grep -v Running`. Pipes `|` and the operators `&&`, `||` and `;` are allowed. \
          Not allowed: redirection to files (`2>&1` and `2>/dev/null` are fine), subshells, \
          command substitution `$(…)`, variables `$X`, loops and background jobs `&`. Commands \
-         outside the allow list need the user's approval. Output is stdout and stderr \
-         combined."
+         outside the allow list need the user's approval. Commands run in a sandbox: without \
+         approval they may write only in $TMPDIR. Output is stdout and stderr combined."
     }
 
     fn parameters(&self) -> &Value {
@@ -334,7 +365,7 @@ mod tests {
 
     fn tool_with(cfg: BashConfig) -> BashTool {
         let bash = find_bash().expect("bash installed");
-        BashTool::new(&cfg, bash, |k| std::env::var(k).ok())
+        BashTool::new(&cfg, bash, &Sandbox::for_tests(), |k| std::env::var(k).ok())
     }
 
     fn tool() -> BashTool {
@@ -393,12 +424,16 @@ mod tests {
 
     #[test]
     fn toolset_states() {
-        let off = toolset(&BashConfig {
-            enabled: false,
-            ..BashConfig::default()
-        });
+        let sandbox = Sandbox::for_tests();
+        let off = toolset(
+            &BashConfig {
+                enabled: false,
+                ..BashConfig::default()
+            },
+            &sandbox,
+        );
         assert_eq!(off.status, super::super::ToolsetStatus::Disabled);
-        let on = toolset(&BashConfig::default());
+        let on = toolset(&BashConfig::default(), &sandbox);
         assert_eq!(on.status, super::super::ToolsetStatus::Enabled);
         assert_eq!(on.tools.len(), 1);
         assert_eq!(on.tools[0].name(), "bash");
@@ -567,6 +602,7 @@ mod tests {
                     "KUBERNETES_SERVICE_HOST",
                     "KUBERNETES_SERVICE_PORT",
                     "PWD",
+                    "TMPDIR",
                     "SHLVL",
                     "_",
                     "OLDPWD"

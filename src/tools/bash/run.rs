@@ -1,6 +1,7 @@
-//! Running a checked command: a clean `bash` in its own process group, with a memory limit,
-//! merged output read up to a cap, and the whole group killed on timeout, on overflow, once
-//! the shell exits (stragglers) and when the caller stops waiting (the future is dropped).
+//! Running a checked command: a clean `bash` in the sandbox ([`crate::sandbox`]), in its own
+//! process group, with a memory limit, merged output read up to a cap, and the whole group
+//! killed on timeout, on overflow, once the shell exits (stragglers) and when the caller stops
+//! waiting (the future is dropped). The call's private `TMPDIR` goes after the group.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -9,6 +10,8 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
+
+use crate::sandbox::{Approval, Grants, Sandbox};
 
 /// The PATH the commands get, whatever triage's own PATH is.
 pub const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -27,7 +30,9 @@ pub struct Spec<'a> {
     pub bash: &'a Path,
     pub command: &'a str,
     pub env: &'a [(String, String)],
-    pub cwd: &'a Path,
+    pub sandbox: &'a Sandbox,
+    pub grants: &'a Grants,
+    pub approval: Approval,
     pub timeout: Duration,
     pub max_output: usize,
     /// 0: no limit.
@@ -100,8 +105,8 @@ fn script(memory_limit_mb: u64) -> String {
 }
 
 pub async fn run(spec: Spec<'_>) -> std::io::Result<Finished> {
-    let mut child = Command::new(spec.bash)
-        .arg("--noprofile")
+    let mut cmd = Command::new(spec.bash);
+    cmd.arg("--noprofile")
         .arg("--norc")
         .arg("-c")
         .arg(script(spec.memory_limit_mb))
@@ -109,13 +114,18 @@ pub async fn run(spec: Spec<'_>) -> std::io::Result<Finished> {
         .arg(spec.command)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(spec.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()?;
+        .kill_on_drop(true);
+    // Declared before the child and the group guard, so dropped after them: the directory is
+    // removed once nothing runs in it any more.
+    let _tmpdir = spec
+        .sandbox
+        .prepare(&mut cmd, spec.grants, spec.approval)
+        .map_err(std::io::Error::other)?;
+    let mut child = cmd.spawn()?;
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

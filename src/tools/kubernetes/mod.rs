@@ -9,7 +9,7 @@ mod commands;
 pub(crate) mod flags;
 mod run;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Tool, ToolContext, ToolOutput, Toolset};
+use crate::sandbox::{Grants, Identity, Sandbox};
 use commands::{COMMANDS, CommandSpec};
 use run::{Kubectl, RunError};
 
@@ -75,7 +76,7 @@ impl Default for KubernetesConfig {
     }
 }
 
-pub async fn toolset(cfg: &KubernetesConfig) -> Toolset {
+pub async fn toolset(cfg: &KubernetesConfig, sandbox: &Sandbox) -> Toolset {
     if !cfg.enabled {
         return Toolset::disabled(TOOLSET);
     }
@@ -96,12 +97,12 @@ pub async fn toolset(cfg: &KubernetesConfig) -> Toolset {
             ),
         );
     };
-    let kubectl = Arc::new(Kubectl::new(program, cfg));
+    let kubectl = Arc::new(Kubectl::new(program, cfg, sandbox));
     if let Err(reason) = check_client_version(&kubectl).await {
         return Toolset::unavailable(TOOLSET, reason);
     }
     if cfg.check_on_startup
-        && let Err(reason) = check_cluster(&kubectl, cfg).await
+        && let Err(reason) = check_cluster(&kubectl, cfg, sandbox.identity()).await
     {
         return Toolset::unavailable(TOOLSET, reason);
     }
@@ -149,7 +150,11 @@ async fn check_client_version(kubectl: &Kubectl) -> Result<(), String> {
 }
 
 /// `kubectl version -o json`: Ok when the server reported its version, else the reason.
-async fn check_cluster(kubectl: &Kubectl, cfg: &KubernetesConfig) -> Result<(), String> {
+async fn check_cluster(
+    kubectl: &Kubectl,
+    cfg: &KubernetesConfig,
+    tools_user: &Identity,
+) -> Result<(), String> {
     let args = ["version".to_owned(), "-o".to_owned(), "json".to_owned()];
     let out = match kubectl
         .run(&args, STARTUP_REQUEST_TIMEOUT, STARTUP_CHECK_LIMIT)
@@ -193,6 +198,14 @@ async fn check_cluster(kubectl: &Kubectl, cfg: &KubernetesConfig) -> Result<(), 
         reason.push_str(
             " (no kubeconfig found: set toolsets.kubernetes.kubeconfig or KUBECONFIG, or run in a pod)",
         );
+    } else if reason.contains("permission denied")
+        && let Identity::Switch { name, .. } = tools_user
+    {
+        reason.push_str(&format!(
+            " (tool processes run as the user `{name}` (sandbox.user) because triage runs as \
+             root: make the kubeconfig readable by that user, set sandbox.user to a user who \
+             can read it, or run triage as a non-root user)"
+        ));
     }
     Err(format!("no cluster reachable: {reason}"))
 }
@@ -203,6 +216,31 @@ fn checked(argv: Vec<String>) -> Result<Vec<String>, String> {
     match flags::refusal(&argv) {
         Some(reason) => Err(reason),
         None => Ok(argv),
+    }
+}
+
+/// What kubectl needs besides system locations: its kubeconfig files (`kubeconfigs`, else
+/// `~/.kube/config`), in a pod the service-account credentials, and the cache directory when
+/// one is configured.
+pub fn kubectl_grants(
+    kubeconfigs: Vec<PathBuf>,
+    home: Option<&Path>,
+    cache_dir: Option<&Path>,
+) -> Grants {
+    let mut read = kubeconfigs;
+    if read.is_empty()
+        && let Some(home) = home
+    {
+        read.push(home.join(".kube/config"));
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        read.push(PathBuf::from(
+            "/var/run/secrets/kubernetes.io/serviceaccount",
+        ));
+    }
+    Grants {
+        read,
+        write: cache_dir.map(Path::to_path_buf).into_iter().collect(),
     }
 }
 
@@ -259,6 +297,10 @@ mod tests {
     use crate::wire::events::ToolStatus;
     use serde_json::json;
 
+    async fn toolset_for_tests(cfg: &KubernetesConfig) -> Toolset {
+        toolset(cfg, &Sandbox::for_tests()).await
+    }
+
     #[test]
     fn config_defaults_and_unknown_fields() {
         let cfg: KubernetesConfig = serde_json::from_value(json!({})).expect("defaults");
@@ -275,13 +317,13 @@ mod tests {
 
     #[tokio::test]
     async fn disabled_and_missing_binary() {
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             enabled: false,
             ..Default::default()
         })
         .await;
         assert_eq!(t.status, ToolsetStatus::Disabled);
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             kubectl: "/nonexistent/kubectl".into(),
             ..Default::default()
         })
@@ -292,7 +334,7 @@ mod tests {
             }
             s => panic!("{s:?}"),
         }
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             kubectl: "no-such-kubectl-binary".into(),
             ..Default::default()
         })
@@ -306,7 +348,7 @@ mod tests {
 
     #[tokio::test]
     async fn tools_without_startup_check() {
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             kubectl: "/bin/echo".into(),
             check_on_startup: false,
             ..Default::default()
@@ -381,7 +423,7 @@ mod tests {
     #[tokio::test]
     async fn startup_check_reports_kubectls_reason() {
         // `false` prints nothing and fails: no server version.
-        let t = toolset(&KubernetesConfig {
+        let t = toolset_for_tests(&KubernetesConfig {
             kubectl: "/bin/false".into(),
             kubeconfig: Some("/nonexistent/kubeconfig".into()),
             ..Default::default()

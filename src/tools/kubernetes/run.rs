@@ -1,5 +1,7 @@
 //! Running the real `kubectl`: argv built by the caller (never a shell), a clean environment,
-//! its own process group (killed on timeout or when the call is dropped), capped output.
+//! the sandbox (reading only the kubeconfig and system locations, writing only its private
+//! `TMPDIR` and the configured cache), its own process group (killed on timeout or when the
+//! call is dropped), capped output.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::KubernetesConfig;
+use super::kubectl_grants;
+use crate::sandbox::{Approval, Grants, Sandbox};
 use crate::tools::ToolOutput;
 use crate::wire::events::ToolStatus;
 
@@ -37,6 +41,8 @@ pub(super) struct Kubectl {
     program: PathBuf,
     global_flags: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
+    sandbox: Sandbox,
+    grants: Grants,
     pub(super) timeout: Duration,
     max_output_bytes: usize,
 }
@@ -73,10 +79,14 @@ impl std::fmt::Display for RunError {
 }
 
 impl Kubectl {
-    pub(super) fn new(program: PathBuf, cfg: &KubernetesConfig) -> Kubectl {
+    pub(super) fn new(program: PathBuf, cfg: &KubernetesConfig, sandbox: &Sandbox) -> Kubectl {
         let timeout_secs = cfg.timeout_secs.max(1);
+        // kubectl runs in its private TMPDIR: relative paths would resolve there.
+        let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        let kubeconfig = cfg.kubeconfig.as_ref().map(absolute);
+        let cache_dir = cfg.cache_dir.as_ref().map(absolute);
         let mut global_flags = Vec::new();
-        if let Some(path) = &cfg.kubeconfig {
+        if let Some(path) = &kubeconfig {
             let mut flag = OsString::from("--kubeconfig=");
             flag.push(path);
             global_flags.push(flag);
@@ -84,7 +94,7 @@ impl Kubectl {
         if let Some(context) = &cfg.context {
             global_flags.push(format!("--context={context}").into());
         }
-        if let Some(dir) = &cfg.cache_dir {
+        if let Some(dir) = &cache_dir {
             let mut flag = OsString::from("--cache-dir=");
             flag.push(dir);
             global_flags.push(flag);
@@ -96,11 +106,14 @@ impl Kubectl {
         if let Some(home) = std::env::var_os("HOME") {
             env.push(("HOME".into(), home));
         }
-        match &cfg.kubeconfig {
+        match &kubeconfig {
             Some(p) => env.push(("KUBECONFIG".into(), p.clone().into_os_string())),
             None => {
                 if let Some(k) = std::env::var_os("KUBECONFIG") {
-                    env.push(("KUBECONFIG".into(), k));
+                    let entries = std::env::split_paths(&k).map(|p| absolute(&p));
+                    if let Ok(k) = std::env::join_paths(entries) {
+                        env.push(("KUBECONFIG".into(), k));
+                    }
                 }
             }
         }
@@ -109,10 +122,20 @@ impl Kubectl {
                 env.push(((*name).into(), v));
             }
         }
+        let kubeconfigs = env.iter().filter(|(k, _)| k == "KUBECONFIG");
+        let kubeconfigs = kubeconfigs
+            .flat_map(|(_, v)| std::env::split_paths(v))
+            .collect();
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut grants = kubectl_grants(kubeconfigs, home.as_deref(), cache_dir.as_deref());
+        // A kubectl outside the system locations (e.g. in a home directory) must be runnable.
+        grants.read.push(program.clone());
         Kubectl {
             program,
             global_flags,
             env,
+            sandbox: sandbox.clone(),
+            grants,
             timeout: Duration::from_secs(timeout_secs),
             max_output_bytes: cfg.max_output_bytes.max(1),
         }
@@ -139,6 +162,11 @@ impl Kubectl {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // Declared before the child, so removed after the group is killed.
+        let _tmpdir = self
+            .sandbox
+            .prepare(&mut cmd, &self.grants, Approval::NotApproved)
+            .map_err(|e| RunError::Spawn(std::io::Error::other(e)))?;
         let mut child = spawn_retrying_busy(&mut cmd)
             .await
             .map_err(RunError::Spawn)?;
@@ -485,6 +513,8 @@ mod tests {
             rand::random::<u64>()
         ));
         std::fs::create_dir_all(&dir).expect("temp dir");
+        // The hanging test's script writes a pid file here, as the tools' user.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         let path = dir.join("kubectl");
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -495,7 +525,9 @@ mod tests {
             max_output_bytes: 100,
             ..KubernetesConfig::default()
         };
-        (dir, Kubectl::new(path, &cfg))
+        let mut kubectl = Kubectl::new(path, &cfg, &Sandbox::for_tests());
+        kubectl.grants.write.push(dir.clone());
+        (dir, kubectl)
     }
 
     #[tokio::test]
@@ -529,7 +561,8 @@ mod tests {
         assert!(
             names
                 .iter()
-                .all(|n| ["PATH", "HOME", "KUBECONFIG"].contains(n) || PASSTHROUGH_ENV.contains(n)),
+                .all(|n| ["PATH", "HOME", "KUBECONFIG", "TMPDIR"].contains(n)
+                    || PASSTHROUGH_ENV.contains(n)),
             "{names:?}"
         );
     }

@@ -1,0 +1,86 @@
+//! The cost of the tool sandbox per call (criterion): a bash tool call of `echo` (sandboxed:
+//! private TMPDIR, Landlock rules, user switch when root, limits) against the same bash
+//! started bare, and an approved call (whose rules cover `/` minus triage's files).
+//!
+//! `cargo bench --bench sandbox`.
+
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+
+use triage::sandbox::{Approval, Grants, Sandbox, SandboxSettings};
+use triage::tools::ToolContext;
+use triage::tools::bash::{BashConfig, toolset};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn calls(c: &mut Criterion) {
+    let rt = runtime();
+    let sandbox = Sandbox::new(&SandboxSettings::default(), &[]).expect("sandbox");
+    let bash = toolset(&BashConfig::default(), &sandbox);
+    let tool = bash.tools[0].clone();
+    let plain = ToolContext::default();
+    let approved = ToolContext {
+        user_approved: true,
+        ..ToolContext::default()
+    };
+    let mut group = c.benchmark_group("bash_call");
+    group.bench_function("bare_bash_spawn", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                tokio::process::Command::new("bash")
+                    .args(["--noprofile", "--norc", "-c", "exec 2>&1; eval \"$1\"", "x"])
+                    .arg("echo hi")
+                    .env_clear()
+                    .output()
+                    .await
+                    .expect("bash runs")
+            })
+        })
+    });
+    group.bench_function("sandboxed_tool_call", |b| {
+        b.iter(|| rt.block_on(tool.invoke(json!({"command": "echo hi"}), &plain)))
+    });
+    group.bench_function("sandboxed_approved_call", |b| {
+        b.iter(|| rt.block_on(tool.invoke(json!({"command": "echo hi"}), &approved)))
+    });
+    group.finish();
+
+    // The sandbox's own share: the private TMPDIR made and removed, the Landlock ruleset built.
+    let mut group = c.benchmark_group("sandbox_prepare");
+    for (name, approval) in [
+        ("not_approved", Approval::NotApproved),
+        ("approved", Approval::Approved),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut cmd = tokio::process::Command::new("true");
+                sandbox
+                    .prepare(&mut cmd, &Grants::default(), approval)
+                    .expect("prepared")
+            })
+        });
+    }
+    group.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(30)
+        .configure_from_args()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = calls
+}
+criterion_main!(benches);

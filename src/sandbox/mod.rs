@@ -1,0 +1,503 @@
+//! The sandbox every tool process runs in, so that a command that slips past a toolset's own
+//! checks (the bash allow list, kubectl's argument validation) still cannot read triage's
+//! secrets or hurt the host.
+//!
+//! One [`Sandbox`] is built at start-up from `[sandbox]`; for each call a toolset asks it to
+//! [`prepare`](Sandbox::prepare) a `tokio::process::Command` and keeps the returned
+//! [`CallDir`] (the call's private `TMPDIR`, removed when dropped) until the process group is
+//! gone. The child then, between fork and exec ([`child`]): gets its resource limits, drops to
+//! the tools' user when triage is root (groups cleared, capability bounding set emptied), sets
+//! `no_new_privs`, and enters a Landlock domain ([`rules`]) that lets it read only system
+//! locations and write only its own `TMPDIR` — or, for a call the user approved, write
+//! wherever the tools' user may. Neither can read triage's own files.
+
+mod child;
+mod rules;
+
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+pub use child::Identity;
+
+/// `[sandbox]`: who tool processes run as, what they may read, and their limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxSettings {
+    /// The user tool processes run as when triage runs as root: a name, a uid, or `uid:gid`.
+    pub user: String,
+    /// More locations tools may read (besides /usr, /etc, /proc, … and the kubeconfigs).
+    pub read_paths: Vec<PathBuf>,
+    /// `RLIMIT_NPROC` of tool processes.
+    pub max_processes: u64,
+    /// `RLIMIT_FSIZE`: the largest file a tool process may write.
+    pub max_file_size_mb: u64,
+    /// `RLIMIT_CPU` of each tool process.
+    pub max_cpu_secs: u64,
+    /// Refuse to start when the kernel has no Landlock (instead of a loud warning).
+    pub require_landlock: bool,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            user: "nobody".into(),
+            read_paths: Vec::new(),
+            max_processes: 256,
+            max_file_size_mb: 100,
+            max_cpu_secs: 120,
+            require_landlock: false,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("sandbox: {0}")]
+    Config(String),
+    #[error("sandbox: {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SandboxError {
+    move |source| SandboxError::Io {
+        what: what.into(),
+        source,
+    }
+}
+
+/// Locations every tool may read: programs, libraries, system configuration, process and
+/// device information, system logs. Missing ones are skipped.
+const SYSTEM_READ_PATHS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/proc",
+    "/sys", "/dev", "/var/log",
+];
+
+/// What one toolset's processes need beyond the common rules.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// Files or directories to read (e.g. the kubeconfig kubectl uses).
+    pub read: Vec<PathBuf>,
+    /// Directories to read and write (e.g. kubectl's configured cache).
+    pub write: Vec<PathBuf>,
+}
+
+/// Whether the call was approved by the user: approved calls may write wherever the tools'
+/// user may; others only in their private `TMPDIR`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    Approved,
+    NotApproved,
+}
+
+impl From<bool> for Approval {
+    fn from(approved: bool) -> Self {
+        if approved {
+            Approval::Approved
+        } else {
+            Approval::NotApproved
+        }
+    }
+}
+
+/// The sandbox in force; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    identity: Identity,
+    /// Landlock ABI of the kernel (`None`: no Landlock).
+    kernel_abi: Option<i32>,
+    limits: child::Limits,
+    /// Canonical system locations (and `read_paths`) tools may read.
+    read_roots: Vec<PathBuf>,
+    /// triage's own files: never readable by a tool, even inside a readable location.
+    protected: Vec<PathBuf>,
+    /// Holds the private `TMPDIR`s (mode 0711: they can be entered, not listed).
+    base_dir: PathBuf,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.base_dir);
+    }
+}
+
+impl Sandbox {
+    /// Builds the sandbox. `protected` are triage's own files (config, model list, keys):
+    /// tools can never read them, even inside a location they may otherwise read.
+    pub fn new(settings: &SandboxSettings, protected: &[PathBuf]) -> Result<Sandbox, SandboxError> {
+        Sandbox::with_identity(settings, protected, Identity::for_tools(&settings.user)?)
+    }
+
+    fn with_identity(
+        settings: &SandboxSettings,
+        protected: &[PathBuf],
+        identity: Identity,
+    ) -> Result<Sandbox, SandboxError> {
+        let kernel_abi = rules::kernel_abi();
+        if kernel_abi.is_none() && settings.require_landlock {
+            return Err(SandboxError::Config(
+                "this kernel has no Landlock (it is not built in or not enabled at boot, see \
+                 /sys/kernel/security/lsm) and `sandbox.require_landlock` is true"
+                    .into(),
+            ));
+        }
+        let limits = child::Limits {
+            max_processes: settings.max_processes.max(1),
+            max_file_size: settings.max_file_size_mb.max(1).saturating_mul(1024 * 1024),
+            max_cpu_secs: settings.max_cpu_secs.max(1),
+        };
+        let read_roots = SYSTEM_READ_PATHS
+            .iter()
+            .map(PathBuf::from)
+            .chain(settings.read_paths.iter().cloned())
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        let protected = protected
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        let base_dir = create_base_dir()?;
+        Ok(Sandbox {
+            inner: Arc::new(Inner {
+                identity,
+                kernel_abi,
+                limits,
+                read_roots,
+                protected,
+                base_dir,
+            }),
+        })
+    }
+
+    /// Sets up `cmd` to run sandboxed: a private `TMPDIR` (also the working directory), the
+    /// limits, the tools' user and the Landlock rules. Keep the returned [`CallDir`] until the
+    /// process group is gone: dropping it removes the directory.
+    pub fn prepare(
+        &self,
+        cmd: &mut Command,
+        grants: &Grants,
+        approval: Approval,
+    ) -> Result<CallDir, SandboxError> {
+        let inner = &self.inner;
+        let dir = CallDir::create(&inner.base_dir, &inner.identity)?;
+        cmd.env("TMPDIR", &dir.path).current_dir(&dir.path);
+        let ruleset: Option<OwnedFd> = match inner.kernel_abi {
+            Some(_) => Some(self.ruleset(grants, approval, &dir.path)?),
+            None => None,
+        };
+        let plan = child::Plan::new(&inner.identity, &inner.limits, ruleset);
+        // SAFETY: `Plan::apply` only makes async-signal-safe system calls (setrlimit,
+        // setgroups, setgid, setuid, prctl, landlock_restrict_self) on data prepared here.
+        unsafe {
+            cmd.pre_exec(move || plan.apply());
+        }
+        Ok(dir)
+    }
+
+    fn ruleset(
+        &self,
+        grants: &Grants,
+        approval: Approval,
+        tmpdir: &Path,
+    ) -> Result<OwnedFd, SandboxError> {
+        let inner = &self.inner;
+        let canonical = |paths: &[PathBuf]| -> Vec<PathBuf> {
+            paths
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok())
+                .collect()
+        };
+        let mut plan = rules::Plan {
+            read: inner.read_roots.clone(),
+            write: canonical(&grants.write),
+            tmpdir: tmpdir.to_owned(),
+            excluded: inner.protected.clone(),
+            everything: approval == Approval::Approved,
+        };
+        plan.read.extend(canonical(&grants.read));
+        if plan.everything {
+            // Other calls' directories; this call's own is granted on its own.
+            plan.excluded.push(inner.base_dir.clone());
+        }
+        rules::build(&plan).map_err(io_error("building the Landlock rules"))
+    }
+
+    /// A sandbox whose tools keep the test process's uid (root here): what confines them is
+    /// Landlock alone, since root passes every permission check.
+    #[cfg(test)]
+    pub(crate) fn keeping_uid_for_tests(
+        settings: &SandboxSettings,
+        protected: &[PathBuf],
+    ) -> Sandbox {
+        // SAFETY: geteuid/getegid only read the process's credentials.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        Sandbox::with_identity(settings, protected, Identity::Same { uid, gid })
+            .expect("a sandbox keeping the uid")
+    }
+
+    /// The default sandbox, for tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Sandbox {
+        Sandbox::new(&SandboxSettings::default(), &[]).expect("the default sandbox")
+    }
+
+    pub fn identity(&self) -> &Identity {
+        &self.inner.identity
+    }
+
+    /// One line for the start-up log, loud when Landlock is missing.
+    pub fn log_summary(&self) {
+        let inner = &self.inner;
+        let who = inner.identity.describe();
+        let limits = &inner.limits;
+        match inner.kernel_abi {
+            Some(abi) => tracing::info!(
+                landlock_abi = abi,
+                landlock_abi_used = abi.min(rules::ABI_USED),
+                tools_user = %who,
+                max_processes = limits.max_processes,
+                max_file_size_bytes = limits.max_file_size,
+                max_cpu_secs = limits.max_cpu_secs,
+                "tool sandbox in force"
+            ),
+            None => tracing::error!(
+                tools_user = %who,
+                max_processes = limits.max_processes,
+                max_file_size_bytes = limits.max_file_size,
+                max_cpu_secs = limits.max_cpu_secs,
+                "THIS KERNEL HAS NO LANDLOCK: tool processes are NOT confined to the files they \
+                 need; only the user switch, no_new_privs and the limits apply. Use a kernel \
+                 with Landlock (5.13+, enabled in the `lsm=` boot list), or set \
+                 sandbox.require_landlock = true to refuse to start without it"
+            ),
+        }
+        if inner.kernel_abi.is_none() {
+            for file in inner
+                .protected
+                .iter()
+                .filter(|f| readable_by(f, &inner.identity))
+            {
+                tracing::error!(
+                    file = %file.display(),
+                    tools_user = %who,
+                    "without Landlock, tool processes can read this file of triage's: make it \
+                     unreadable to the tools' user (e.g. mode 0600, owned by triage's user, with \
+                     triage running as root so that tools run as sandbox.user)"
+                );
+            }
+        }
+    }
+
+    /// One line for `triage check`.
+    pub fn summary(&self) -> String {
+        let inner = &self.inner;
+        let landlock = match inner.kernel_abi {
+            Some(abi) => format!("Landlock ABI {abi} (using {})", abi.min(rules::ABI_USED)),
+            None => "NO LANDLOCK (tools are not confined to the files they need)".to_owned(),
+        };
+        let limits = &inner.limits;
+        format!(
+            "{landlock}, tools run as {}, at most {} processes, {} MiB per file, {} CPU s",
+            inner.identity.describe(),
+            limits.max_processes,
+            limits.max_file_size / (1024 * 1024),
+            limits.max_cpu_secs
+        )
+    }
+
+    /// The sandbox as `/api/info` reports it.
+    pub fn describe(&self) -> Value {
+        let inner = &self.inner;
+        let landlock = match inner.kernel_abi {
+            Some(abi) => json!({
+                "available": true,
+                "kernel_abi": abi,
+                "abi_used": abi.min(rules::ABI_USED),
+                "warning": null,
+            }),
+            None => json!({
+                "available": false,
+                "kernel_abi": null,
+                "abi_used": null,
+                "warning": "the kernel has no Landlock: tool processes are not confined to \
+                            the files they need",
+            }),
+        };
+        let (uid, gid) = inner.identity.ids();
+        json!({
+            "landlock": landlock,
+            "tools_uid": uid,
+            "tools_gid": gid,
+            "separate_user": matches!(inner.identity, Identity::Switch { .. }),
+            "no_new_privs": true,
+            "limits": {
+                "max_processes": inner.limits.max_processes,
+                "max_file_size_mb": inner.limits.max_file_size / (1024 * 1024),
+                "max_cpu_secs": inner.limits.max_cpu_secs,
+            },
+        })
+    }
+}
+
+/// Whether file permissions let the tools' user read `path` (the directories above aside).
+fn readable_by(path: &Path, identity: &Identity) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    match identity {
+        Identity::Same { .. } => true,
+        Identity::Switch { uid, gid, .. } => {
+            let mode = meta.mode();
+            (meta.uid() == *uid && mode & 0o400 != 0)
+                || (meta.gid() == *gid && mode & 0o040 != 0)
+                || mode & 0o004 != 0
+        }
+    }
+}
+
+/// The directory holding this process's private `TMPDIR`s, fresh and owned by triage.
+fn create_base_dir() -> Result<PathBuf, SandboxError> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    static CLEANED: std::sync::Once = std::sync::Once::new();
+    CLEANED.call_once(remove_stale_base_dirs);
+    let dir = std::env::temp_dir().join(format!(
+        "triage-sandbox-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o711)
+        .create(&dir)
+        .map_err(io_error(format!("creating {}", dir.display())))?;
+    Ok(dir)
+}
+
+/// Removes the directories of triage processes that are gone (killed, or never dropped their
+/// sandbox): a timeout kill leaves files there that no one else would remove.
+fn remove_stale_base_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("triage-sandbox-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        // Our own pid: an earlier process's (this runs before we create any).
+        let stale = pid.is_some_and(|pid| {
+            pid == std::process::id() || !Path::new(&format!("/proc/{pid}")).exists()
+        });
+        if stale {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A call's private `TMPDIR`: owned by the tools' user, mode 0700, removed (with whatever the
+/// call left in it) when dropped.
+pub struct CallDir {
+    path: PathBuf,
+}
+
+impl CallDir {
+    fn create(base: &Path, identity: &Identity) -> Result<CallDir, SandboxError> {
+        let path = base.join(format!("call-{:016x}", rand::random::<u64>()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(io_error(format!("creating {}", path.display())))?;
+        let dir = CallDir { path };
+        if let Identity::Switch { uid, gid, .. } = identity {
+            std::os::unix::fs::chown(&dir.path, Some(*uid), Some(*gid)).map_err(io_error(
+                format!("giving {} to the tools' user", dir.path.display()),
+            ))?;
+        }
+        Ok(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for CallDir {
+    fn drop(&mut self) {
+        let path = std::mem::take(&mut self.path);
+        let remove = move || remove_when_quiet(&path);
+        // Thousands of files (a killed `sort`) take a while: off the async workers.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn_blocking(remove);
+            }
+            Err(_) => remove(),
+        }
+    }
+}
+
+/// Removes a call's directory; a process killed a moment ago may still add a file, so a
+/// failed attempt is retried briefly.
+fn remove_when_quiet(path: &Path) {
+    for attempt in 0..5u64 {
+        match std::fs::remove_dir_all(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                std::thread::sleep(std::time::Duration::from_millis(20 * (attempt + 1)));
+            }
+            _ => return,
+        }
+    }
+    tracing::warn!(dir = %path.display(), "could not remove a tool call's TMPDIR");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn file_permissions_decide_what_a_separate_user_can_read() {
+        let dir = create_base_dir().expect("dir");
+        let file = dir.join("config.toml");
+        std::fs::write(&file, "x").expect("write");
+        let nobody = Identity::Switch {
+            uid: 65534,
+            gid: 65534,
+            name: "nobody".into(),
+        };
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(readable_by(&file, &nobody));
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        // SAFETY: geteuid only reads the process's credentials.
+        let owner_is_nobody = unsafe { libc::geteuid() } == 65534;
+        assert_eq!(readable_by(&file, &nobody), owner_is_nobody);
+        assert!(readable_by(&file, &Identity::Same { uid: 1, gid: 1 }));
+        assert!(!readable_by(&dir.join("missing"), &nobody));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn settings_default_and_refuse_unknown_keys() {
+        let s: SandboxSettings = serde_json::from_value(json!({})).expect("defaults");
+        assert_eq!(s.user, "nobody");
+        assert_eq!(s.max_processes, 256);
+        assert!(!s.require_landlock);
+        assert!(serde_json::from_value::<SandboxSettings>(json!({"enabled": false})).is_err());
+    }
+}
