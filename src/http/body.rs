@@ -81,7 +81,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
     parsed.map_err(|err| {
         let inner = err.inner();
-        if inner.is_syntax() || inner.is_eof() {
+        // serde_json reports some type mismatches of valid JSON (`null` where an enum is
+        // expected) as syntax errors: only JSON that does not parse at all is malformed.
+        if (inner.is_syntax() || inner.is_eof())
+            && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err()
+        {
             let what = if bytes.iter().all(u8::is_ascii_whitespace) {
                 "Request body is empty: expected a JSON object".to_owned()
             } else {
@@ -113,6 +117,16 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 mod tests {
     use super::*;
     use crate::wire::ChatRequest;
+
+    #[test]
+    fn null_for_an_enum_is_a_422_not_malformed_json() {
+        // Found by the fuzz test: serde_json calls this a syntax error.
+        let e = parse_json::<crate::wire::ChatRequest>(
+            br#"{"ask": "q", "frontend_tools": [{"name": "n", "description": "d", "mode": null}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY, "{:?}", e.detail);
+    }
 
     #[test]
     fn syntax_errors_are_400() {
