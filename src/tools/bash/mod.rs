@@ -7,6 +7,7 @@
 //! even with approval. Allowed commands run in a clean environment ([`run`]).
 
 mod evaluation;
+mod hidden_reads;
 mod parse;
 mod policy;
 mod run;

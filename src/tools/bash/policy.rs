@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::evaluation;
+use super::hidden_reads;
 use super::parse::{self, Analysis, Segment, Word};
 use crate::tools::kubernetes;
 
@@ -384,6 +385,9 @@ fn hard_block(base: &str, args: &[&str]) -> Option<String> {
         return Some(reason);
     }
     if let Some(reason) = reads_file_list(base, args) {
+        return Some(reason);
+    }
+    if let Some(reason) = hidden_reads::jq_modules(base, args) {
         return Some(reason);
     }
     if base == "kubectl" || base == "oc" {
