@@ -1,5 +1,5 @@
 //! Allowed programs that read what the path checks cannot see: a file named in two parts
-//! (a directory in one word, the name in another).
+//! (a directory in one word, the name in another), or the environment of other processes.
 
 /// Why `jq` with these arguments must not run: a module directive reads a file from a search
 /// path, so `jq -n 'import "key" as $k {search: "/var/run/gcp"}; $k'` prints
@@ -40,6 +40,20 @@ fn has_keyword(text: &str, keyword: &str) -> bool {
     })
 }
 
+/// Why `ps` with these arguments must not run: BSD `e` and the `environ` format print the
+/// environment of processes (triage's own included), which holds credentials.
+pub(super) fn ps_environment(base: &str, args: &[&str]) -> Option<String> {
+    if base != "ps" {
+        return None;
+    }
+    let bsd_e = args.iter().any(|a| !a.starts_with('-') && a.contains('e'));
+    let environ_format = args.iter().any(|a| a.to_lowercase().contains("environ"));
+    (bsd_e || environ_format).then(|| {
+        "`ps e` and `ps -o environ` print the environment of processes, which holds credentials"
+            .into()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::policy::{BuiltinAllowlist, Policy, Verdict, classify};
@@ -72,6 +86,25 @@ mod tests {
             "jq -r '.items[] | .metadata.name'",
             "jq -n --arg L x '$L'",
         ] {
+            assert_eq!(classify(cmd, &p), Verdict::Allowed, "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn ps_environment_is_refused() {
+        let p = policy();
+        for cmd in [
+            "ps e",
+            "ps auxe",
+            "ps -o pid,environ",
+            "ps -eo environ",
+            "ps --format=pid,ENVIRON",
+            "ps -O environ",
+        ] {
+            let got = classify(cmd, &p);
+            assert!(matches!(got, Verdict::Refused(_)), "{cmd:?}: {got:?}");
+        }
+        for cmd in ["ps -ef", "ps aux", "ps -eo pid,args"] {
             assert_eq!(classify(cmd, &p), Verdict::Allowed, "{cmd:?}");
         }
     }

@@ -393,10 +393,7 @@ fn hard_block(base: &str, args: &[&str]) -> Option<String> {
     if base == "kubectl" || base == "oc" {
         return kubectl_block(base, args);
     }
-    if base == "ps" && args.iter().any(|a| !a.starts_with('-') && a.contains('e')) {
-        return Some("`ps e` prints the environment of processes, which holds credentials".into());
-    }
-    None
+    hidden_reads::ps_environment(base, args)
 }
 
 fn reads_file_list(base: &str, args: &[&str]) -> Option<String> {
