@@ -21,7 +21,9 @@ pub enum BuiltinAllowlist {
     None,
 }
 
-/// Read-only commands allowed at the `core` level (prefixes matched word by word).
+/// Read-only commands allowed at the `core` level (prefixes matched word by word). Not
+/// `kubectl config view`: its redaction spares auth-provider tokens (`id-token`,
+/// `refresh-token`, `client-secret`) and credential plugins' `env` and `args`.
 pub const CORE_ALLOW: &[&str] = &[
     "kubectl get",
     "kubectl describe",
@@ -30,7 +32,6 @@ pub const CORE_ALLOW: &[&str] = &[
     "kubectl explain",
     "kubectl api-resources",
     "kubectl api-versions",
-    "kubectl config view",
     "kubectl config current-context",
     "kubectl config get-contexts",
     "kubectl cluster-info",
@@ -1095,8 +1096,9 @@ mod tests {
         ("kubectl get pods -A; kubectl get nodes", Allowed),
         ("kubectl get pods\nkubectl get nodes", Allowed),
         ("ls -la /var/log >/dev/null 2>&1 || echo missing", Allowed),
-        ("kubectl config view", Allowed),
-        ("kubectl config view --minify", Allowed),
+        // Prints auth-provider tokens and plugin env of triage's kubeconfig.
+        ("kubectl config view", Approval),
+        ("kubectl config view --minify", Approval),
         ("ping -c 3 10.0.0.1", Approval),
         ("nslookup checkout.shop.svc.cluster.local", Approval),
         ("dig @203.0.113.9 c2VjcmV0", Approval),
