@@ -132,9 +132,21 @@ pub const SENSITIVE_PATHS: &[&str] = &[
 /// memory (`tail -c +N /proc/PID/mem` seeks into another process's heap).
 pub const SENSITIVE_PROC_FILES: &[&str] = &["environ", "mem"];
 
-/// Path component sequences never named, wherever they are (`~/.ssh`, `x/.kube/config`).
-pub const SENSITIVE_COMPONENTS: &[&[&str]] =
-    &[&[".ssh"], &[".kube", "config"], &[".aws", "credentials"]];
+/// Path component sequences never named, wherever they are (`~/.ssh`, `x/.kube/config`):
+/// the credential stores of the tools' user. kubectl's credential plugins keep the cluster's
+/// tokens there (`~/.kube/cache/oidc-login`, `~/.aws/cli/cache`, `~/.aws/sso/cache`,
+/// gcloud's and az's token caches), so a kubeconfig triage uses is only as secret as they are.
+pub const SENSITIVE_COMPONENTS: &[&[&str]] = &[
+    &[".ssh"],
+    &[".kube"],
+    &[".aws"],
+    &[".azure"],
+    &[".config", "gcloud"],
+    &[".docker", "config.json"],
+    &[".netrc"],
+    &[".git-credentials"],
+    &[".gnupg"],
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -1256,6 +1268,20 @@ mod tests {
         ("cat x/.ssh/id_rsa", Refused),
         ("cat ~/.kube/config", Refused),
         ("cat .aws/credentials", Refused),
+        // Credential plugins' token caches (the cluster credentials of triage's kubeconfig).
+        ("cat /home/triage/.kube/cache/oidc-login/0a1b2c", Refused),
+        ("cat ~/.aws/cli/cache/0a1b2c.json", Refused),
+        ("cat /home/triage/.aws/sso/cache/0a1b2c.json", Refused),
+        (
+            "cat ~/.config/gcloud/application_default_credentials.json",
+            Refused,
+        ),
+        ("cat ~/.azure/msal_token_cache.json", Refused),
+        ("cat ~/.docker/config.json", Refused),
+        ("cat /home/triage/.netrc", Refused),
+        ("cat ~/.git-credentials", Refused),
+        ("ls ~/.aws/cli/cache", Refused),
+        ("cat /home/triage/.config/app.conf", Allowed),
         ("cat /etc/kube/admin.conf", Refused),
         ("kubectl get configmap x -o yaml", Refused),
         ("kubectl get configmaps", Refused),
