@@ -6,6 +6,7 @@
 //! (substitutions, file redirections, `sudo`, reading secrets, …) are refused outright,
 //! even with approval. Allowed commands run in a clean environment ([`run`]).
 
+mod deny;
 mod evaluation;
 mod hidden_reads;
 mod parse;

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::deny::deny_match;
 use super::evaluation;
 use super::hidden_reads;
 use super::parse::{self, Analysis, Segment, Word};
@@ -729,34 +730,6 @@ fn allow_match(entry: &[String], words: &[&str]) -> bool {
     under && !w.split('/').any(|c| c == "..")
 }
 
-/// Deny entries match the command name (also as a path's last part) and then each further
-/// entry word in order anywhere among the arguments (so flags in between do not escape
-/// them), tolerating plurals, `kind/name` and comma lists: `kubectl get secret` also denies
-/// `kubectl -n x get secrets/a` and `kubectl get pods,secret`.
-fn deny_match(entry: &[String], words: &[&str]) -> bool {
-    let Some((first, rest)) = entry.split_first() else {
-        return false;
-    };
-    let Some((name, args)) = words.split_first() else {
-        return false;
-    };
-    if basename(name) != first && name != first {
-        return false;
-    }
-    let mut args = args.iter();
-    rest.iter().all(|e| {
-        args.by_ref()
-            .any(|w| w.split(',').any(|el| deny_word(e, el)))
-    })
-}
-
-fn deny_word(entry: &str, word: &str) -> bool {
-    [entry.to_owned(), format!("{entry}s")].iter().any(|e| {
-        word.strip_prefix(e.as_str())
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
-}
-
 /// Lexical normalisation: `//`, `.` and `..` resolved, relative paths kept relative.
 fn normalize(path: &str) -> String {
     let absolute = path.starts_with('/');
@@ -1369,6 +1342,10 @@ mod tests {
         ("cat /etc/kube/admin.conf", Refused),
         ("kubectl get configmap x -o yaml", Refused),
         ("kubectl get configmaps", Refused),
+        // Short names, kinds and versioned names resolve to the same resource.
+        ("kubectl get cm x -o yaml", Refused),
+        ("kubectl get ConfigMap x", Refused),
+        ("kubectl get configmaps.v1 x", Refused),
         ("kubectl -n x rollout restart deploy/y", Refused),
         ("kubectl rollout undo deploy/y", Refused),
         ("kubectl get secre\\\nt x", Refused),
