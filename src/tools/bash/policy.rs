@@ -178,9 +178,11 @@ pub const SENSITIVE_PATHS: &[&str] = &[
     "/proc/kcore",
 ];
 
-/// Files of a process under `/proc/PID/` that hold its secrets: the environment and the whole
-/// memory (`tail -c +N /proc/PID/mem` seeks into another process's heap).
-pub const SENSITIVE_PROC_FILES: &[&str] = &["environ", "mem"];
+/// Files of a process under `/proc/PID/` that hold its secrets: the environment, the whole
+/// memory (`tail -c +N /proc/PID/mem` seeks into another process's heap) and its open files
+/// (`cat /proc/PID/fd/N` opens triage's end of another request's tool output pipe, or a
+/// deleted or anonymous file no path names).
+pub const SENSITIVE_PROC_FILES: &[&str] = &["environ", "mem", "fd", "map_files"];
 
 /// Path component sequences never named, wherever they are (`~/.ssh`, `x/.kube/config`):
 /// the credential stores of the tools' user. kubectl's credential plugins keep the cluster's
@@ -1315,6 +1317,10 @@ mod tests {
         ("grep --file=/etc/shadow x", Refused),
         ("cat /proc/1/environ", Refused),
         ("cat /proc/self/task/1/environ", Refused),
+        ("cat /proc/1/fd/7", Refused),
+        ("head -c 100 /proc/1/task/1/fd/7", Refused),
+        ("cat /proc/1/map_files/7f00-7f01", Refused),
+        ("cat /proc/1/status", Allowed),
         ("tail -c +4096 /proc/1/mem", Refused),
         ("cat /proc/kcore", Refused),
         ("cat /proc/self/root/etc/shadow", Refused),
