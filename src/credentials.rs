@@ -1,6 +1,7 @@
 //! Every credential triage knows, gathered once at start-up for the secret masker: whatever
 //! configured it (the config file, the model list file, HolmesGPT's or a provider's
-//! environment variables, a credentials file a variable points at).
+//! environment variables, a credentials file a variable points at, the kubeconfig kubectl uses
+//! and the pod's service-account token).
 //!
 //! Masking is a net, not a wall: it replaces exact copies in tool output and errors, and a
 //! transformed copy (reversed, base64, split) passes. Keeping tools from reading triage's
@@ -78,7 +79,84 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
             secrets.extend(credentials_file_secrets(&value));
         }
     }
+    for kubeconfig in kubeconfig_files(settings) {
+        secrets.extend(kubeconfig_secrets(&kubeconfig));
+    }
+    secrets.extend(read_small(std::path::Path::new(SERVICE_ACCOUNT_TOKEN)));
     secrets
+}
+
+/// The token kubectl uses inside a pod.
+const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/// The kubeconfig files kubectl reads for triage: the configured one, else `KUBECONFIG`'s
+/// list, else `~/.kube/config`.
+fn kubeconfig_files(settings: &Settings) -> Vec<std::path::PathBuf> {
+    if let Some(path) = &settings.toolsets.kubernetes.kubeconfig {
+        return vec![path.clone()];
+    }
+    match std::env::var_os("KUBECONFIG") {
+        Some(list) => std::env::split_paths(&list)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect(),
+        None => std::env::var_os("HOME")
+            .map(|home| vec![std::path::PathBuf::from(home).join(".kube/config")])
+            .unwrap_or_default(),
+    }
+}
+
+/// The credentials of every user of a kubeconfig: tokens (inline or from `tokenFile`),
+/// passwords, client keys, auth-provider tokens and secrets, and the credential-like `env` of
+/// exec plugins. kubectl's own redaction (`config view`) misses the last two.
+fn kubeconfig_secrets(path: &std::path::Path) -> Vec<String> {
+    let Some(Ok(config)) = read_small(path).map(|t| serde_norway::from_str::<Value>(&t)) else {
+        return Vec::new();
+    };
+    let users = config.get("users").and_then(Value::as_array);
+    let mut out = Vec::new();
+    for user in users.into_iter().flatten().filter_map(|u| u.get("user")) {
+        let field = |name: &str| user.get(name).and_then(Value::as_str).map(str::to_owned);
+        out.extend(
+            ["token", "password", "client-key-data"]
+                .into_iter()
+                .filter_map(field),
+        );
+        if let Some(key) = field("client-key-data")
+            && let Ok(pem) = STANDARD.decode(key.trim())
+            && let Ok(pem) = String::from_utf8(pem)
+        {
+            out.push(pem);
+        }
+        out.extend(
+            field("tokenFile")
+                .and_then(|f| read_small(std::path::Path::new(&f)))
+                .map(|t| t.trim().to_owned()),
+        );
+        if let Some(Value::Object(config)) = user.pointer("/auth-provider/config") {
+            out.extend(
+                config
+                    .iter()
+                    .filter(|(name, _)| is_credential_name(&name.replace('-', "_")))
+                    .filter_map(|(_, v)| v.as_str().map(str::to_owned)),
+            );
+        }
+        let env = user.pointer("/exec/env").and_then(Value::as_array);
+        out.extend(env.into_iter().flatten().filter_map(|e| {
+            let name = e.get("name")?.as_str()?;
+            let value = e.get("value")?.as_str()?;
+            (is_credential_name(name) && looks_like_a_secret(value)).then(|| value.to_owned())
+        }));
+    }
+    out
+}
+
+/// A file's text, if it is a regular file no larger than a credentials file can be.
+fn read_small(path: &std::path::Path) -> Option<String> {
+    std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file() && m.len() <= MAX_CREDENTIALS_FILE)
+        .and_then(|_| std::fs::read_to_string(path).ok())
+        .filter(|t| !t.trim().is_empty())
 }
 
 /// A name that says its value is a credential (`*_API_KEY`, `*_TOKEN`, `*_PASSWORD`, …).
@@ -144,11 +222,7 @@ fn credentials_file_secrets(value: &str) -> Vec<String> {
     let json = if value.trim_start().starts_with('{') {
         Some(value.to_owned())
     } else {
-        let path = std::path::Path::new(value.trim());
-        std::fs::metadata(path)
-            .ok()
-            .filter(|m| m.is_file() && m.len() <= MAX_CREDENTIALS_FILE)
-            .and_then(|_| std::fs::read_to_string(path).ok())
+        read_small(std::path::Path::new(value.trim()))
     };
     let Some(Ok(Value::Object(fields))) = json.map(|j| serde_json::from_str::<Value>(&j)) else {
         return Vec::new();
@@ -211,5 +285,46 @@ mod tests {
         assert_eq!(credentials_file_secrets(path.to_str().unwrap()), inline);
         std::fs::remove_file(&path).unwrap();
         assert!(credentials_file_secrets("/nonexistent/file.json").is_empty());
+    }
+
+    /// kubectl's `config view` prints auth-provider tokens and exec env as they are: every
+    /// credential of the kubeconfig triage uses is masked.
+    #[test]
+    fn kubeconfig_credentials() {
+        let dir = std::env::temp_dir().join(format!("triage-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("token"), "file-token-123456\n").unwrap();
+        let kubeconfig = dir.join("config");
+        let key = STANDARD.encode("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAxyz0123456789\n-----END RSA PRIVATE KEY-----\n");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nusers:\n- name: a\n  user:\n    token: inline-token-123456\n    client-key-data: {key}\n- name: b\n  user:\n    tokenFile: {}\n- name: c\n  user:\n    auth-provider:\n      name: oidc\n      config:\n        client-id: kubernetes\n        id-token: id-token-123456\n        refresh-token: refresh-token-123456\n        client-secret: client-secret-123456\n- name: d\n  user:\n    exec:\n      command: aws\n      env:\n      - name: AWS_PROFILE\n        value: production-profile\n      - name: AWS_SECRET_ACCESS_KEY\n        value: aws-secret-123456\n",
+                dir.join("token").display()
+            ),
+        )
+        .unwrap();
+        let found = kubeconfig_secrets(&kubeconfig);
+        for secret in [
+            "inline-token-123456",
+            "file-token-123456",
+            "id-token-123456",
+            "refresh-token-123456",
+            "client-secret-123456",
+            "aws-secret-123456",
+            key.as_str(),
+        ] {
+            assert!(found.iter().any(|f| f == secret), "{secret} in {found:?}");
+        }
+        assert!(
+            found
+                .iter()
+                .any(|f| f.contains("MIIEowIBAAKCAQEAxyz0123456789"))
+        );
+        for public in ["kubernetes", "production-profile", "aws"] {
+            assert!(!found.iter().any(|f| f == public), "{public} in {found:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(kubeconfig_secrets(&dir.join("missing")).is_empty());
     }
 }

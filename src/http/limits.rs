@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -68,11 +67,9 @@ pub async fn track_and_limit(
         count(route.clone(), status);
         metrics::histogram!("triage_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
     };
-    let body = if is_stream {
-        super::unread::body(guarded, state.write_timeout)
-    } else {
-        Body::from_stream(guarded)
-    };
+    // Every body, not only streams: an HTTP/2 client that grants no window takes the headers
+    // of a JSON answer and never its body, while its connection stays healthy.
+    let body = super::unread::body(guarded, state.write_timeout);
     Response::from_parts(parts, body)
 }
 

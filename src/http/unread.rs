@@ -1,4 +1,5 @@
-//! Streams nobody reads. Over HTTP/2 a client that stops reading one stream exhausts its
+//! Bodies nobody reads (an SSE stream, or a JSON answer an HTTP/2 client grants no window
+//! for). Over HTTP/2 a client that stops reading one stream exhausts its
 //! flow-control window while the connection itself stays busy (pings, other streams), so the
 //! connection's write deadline never fires and hyper simply stops asking for frames: the
 //! request would hold its slot and its LLM call forever. Frames are therefore produced in a

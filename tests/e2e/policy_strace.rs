@@ -28,7 +28,7 @@ const SEED: &[&str] = &[
     "kubectl describe pod x -n kube-system 2>&1 | head -50",
     "kubectl get pods -o 'jsonpath={.items[*].metadata.name}'",
     "kubectl get --raw /api/v1/namespaces",
-    "kubectl config view --minify",
+    "kubectl config current-context",
     "kubectl version --client",
     "echo hello && date",
     "cat input.txt | tail -5",

@@ -140,3 +140,29 @@ async fn an_http2_stream_nobody_reads_frees_its_slot_and_cancels_the_llm_call() 
     assert_released(&app).await;
     drop(unread);
 }
+
+/// An HTTP/2 client that grants no flow-control window takes the headers of a plain JSON
+/// answer but never its body. The connection stays healthy, so no write deadline fires: the
+/// request's slot must not wait for the body to be sent.
+#[tokio::test]
+async fn an_http2_json_body_nobody_takes_frees_its_slot() {
+    let app =
+        spawn_app_with("[server]\nmax_concurrent_requests = 1\nwrite_timeout_secs = 0.5\n").await;
+    let h2 = reqwest::Client::builder()
+        .no_proxy()
+        .http2_prior_knowledge()
+        .http2_initial_stream_window_size(0)
+        .build()
+        .unwrap();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let unread = h2.get(app.url("/api/openapi.json")).send().await.unwrap();
+        assert_eq!(unread.status(), 200);
+        held.push(unread);
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    app.llm.push(Step::text("served"));
+    let (status, body) = app.chat_json(&json!({"ask": "q"})).await;
+    assert_eq!(status, 200, "{body}");
+    drop(held);
+}

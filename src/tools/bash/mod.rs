@@ -7,7 +7,9 @@
 //! even with approval. Commands run in a clean environment inside the sandbox ([`run`],
 //! [`crate::sandbox`]): without approval they may write only in their private `TMPDIR`.
 
+mod deny;
 mod evaluation;
+mod hidden_reads;
 mod parse;
 mod policy;
 mod run;

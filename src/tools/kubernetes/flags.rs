@@ -9,9 +9,11 @@
 //! send the cluster credentials elsewhere or change whom kubectl trusts.
 
 /// Global flags (long names, `_` already read as `-` as kubectl does) that are refused.
-/// `--profile-output` is here too: it writes a file wherever it is pointed.
+/// `--profile-output` is here too: it writes a file wherever it is pointed. `--kuberc` (kubectl
+/// 1.33 and later) loads preferences whose aliases and default flags rewrite the command.
 pub const REFUSED_FLAGS: &[&str] = &[
     "kubeconfig",
+    "kuberc",
     "token",
     "as",
     "as-group",
@@ -226,6 +228,8 @@ mod tests {
             "get pods --username=a --password=b",
             "get pods --profile=cpu --profile-output=/tmp/p",
             "get pods -- --kubeconfig=/x",
+            "get pods --kuberc=/dev/stdin",
+            "get pods --kuberc /dev/stdin",
         ] {
             assert!(refused(line), "{line}");
         }
