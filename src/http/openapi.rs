@@ -13,6 +13,9 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use super::console::{INDEX_PATH, README_PATH, SCRIPT_PATH, STYLE_PATH};
+use super::responses::{
+    ErrorResponse, HealthResponse, InfoResponse, ModelsResponse, ReadyResponse,
+};
 use crate::wire::events::{
     AiMessage, AnswerDelta, AnswerEnd, ApprovalRequired, Compacted, CompactionStart, ErrorEvent,
     StartToolCalling, TokenCount, ToolCallResult,
@@ -40,139 +43,6 @@ fn document_bytes() -> &'static Bytes {
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
     DOC.get_or_init(build)
-}
-
-/// Shapes of the answers the handlers build with `json!` (ops routes, `/api/model`, errors):
-/// described here so that they too are generated schemas. Never constructed.
-#[allow(dead_code)]
-mod shapes {
-    use schemars::JsonSchema;
-
-    /// Every error: `detail` is a message, or FastAPI's list of validation errors (422).
-    #[derive(JsonSchema)]
-    pub struct ErrorResponse {
-        pub detail: ErrorDetail,
-    }
-
-    #[derive(JsonSchema)]
-    #[serde(untagged)]
-    pub enum ErrorDetail {
-        Message(String),
-        Validation(Vec<ValidationError>),
-    }
-
-    /// One invalid field of a request body, named by `loc` (`["body", "field", 0, …]`).
-    #[derive(JsonSchema)]
-    pub struct ValidationError {
-        #[serde(rename = "type")]
-        pub kind: String,
-        pub loc: Vec<LocSegment>,
-        pub msg: String,
-    }
-
-    #[derive(JsonSchema)]
-    #[serde(untagged)]
-    pub enum LocSegment {
-        Key(String),
-        Index(u64),
-    }
-
-    /// `GET /api/model`: the configured model keys. With `compat.model_name_as_string` the list
-    /// is sent JSON-encoded inside a string, as HolmesGPT does.
-    #[derive(JsonSchema)]
-    pub struct ModelsResponse {
-        pub model_name: ModelNames,
-    }
-
-    #[derive(JsonSchema)]
-    #[serde(untagged)]
-    pub enum ModelNames {
-        List(Vec<String>),
-        /// The list, JSON-encoded.
-        Encoded(String),
-    }
-
-    #[derive(JsonSchema)]
-    pub struct HealthResponse {
-        /// Always `healthy`.
-        pub status: String,
-    }
-
-    #[derive(JsonSchema)]
-    pub struct ReadyResponse {
-        /// Always `ready`.
-        pub status: String,
-        pub models: Vec<String>,
-    }
-
-    #[derive(JsonSchema)]
-    pub struct InfoResponse {
-        pub version: String,
-        pub uptime_seconds: u64,
-        /// Whether API keys are required.
-        pub auth_enabled: bool,
-        /// The model keys, the default first.
-        pub models: Vec<String>,
-        /// The key a request without `model` uses; null when no model is configured.
-        pub default_model: Option<String>,
-        pub toolsets_summary: ToolsetsSummary,
-        pub toolsets: Vec<ToolsetInfo>,
-        /// The sandbox tool processes run in.
-        pub sandbox: Option<SandboxInfo>,
-    }
-
-    #[derive(JsonSchema)]
-    pub struct SandboxInfo {
-        pub landlock: LandlockInfo,
-        pub tools_uid: u32,
-        pub tools_gid: u32,
-        /// Tools run as `sandbox.user` because triage runs as root.
-        pub separate_user: bool,
-        pub no_new_privs: bool,
-        pub limits: SandboxLimits,
-    }
-
-    #[derive(JsonSchema)]
-    pub struct LandlockInfo {
-        /// False on a kernel without Landlock: tools are not confined to the files they need.
-        pub available: bool,
-        pub kernel_abi: Option<u32>,
-        /// The ABI whose rights triage enforces.
-        pub abi_used: Option<u32>,
-        pub warning: Option<String>,
-    }
-
-    #[derive(JsonSchema)]
-    pub struct SandboxLimits {
-        pub max_processes: u64,
-        pub max_file_size_mb: u64,
-        pub max_cpu_secs: u64,
-    }
-
-    #[derive(JsonSchema)]
-    pub struct ToolsetsSummary {
-        pub total: u64,
-        pub enabled: u64,
-        pub failed: u64,
-        pub disabled: u64,
-    }
-
-    #[derive(JsonSchema)]
-    pub struct ToolsetInfo {
-        pub name: String,
-        pub status: ToolsetState,
-        /// Why the toolset failed its start-up check.
-        pub error: Option<String>,
-        pub tool_count: u64,
-    }
-
-    #[derive(JsonSchema)]
-    #[serde(rename_all = "lowercase")]
-    pub enum ToolsetState {
-        Enabled,
-        Disabled,
-        Failed,
-    }
 }
 
 /// The SSE events of `POST /api/chat` with `stream: true`: name, payload schema, when sent.
@@ -260,11 +130,11 @@ fn build() -> Value {
     let mut frames = stream_events(&mut output);
     let mut responses = json!({
         "ChatResponse": schema::<ChatResponse>(&mut output),
-        "ErrorResponse": schema::<shapes::ErrorResponse>(&mut output),
-        "ModelsResponse": schema::<shapes::ModelsResponse>(&mut output),
-        "HealthResponse": schema::<shapes::HealthResponse>(&mut output),
-        "ReadyResponse": schema::<shapes::ReadyResponse>(&mut output),
-        "InfoResponse": schema::<shapes::InfoResponse>(&mut output),
+        "ErrorResponse": schema::<ErrorResponse>(&mut output),
+        "ModelsResponse": schema::<ModelsResponse>(&mut output),
+        "HealthResponse": schema::<HealthResponse>(&mut output),
+        "ReadyResponse": schema::<ReadyResponse>(&mut output),
+        "InfoResponse": schema::<InfoResponse>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);
