@@ -11,9 +11,10 @@ use axum::http::StatusCode;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::ApiError;
+use super::responses::{ErrorDetail, LocSegment, ValidationError};
 
 /// Reads the whole body into memory within `timeout`: 413 beyond `limit` bytes, 408 when the
 /// client is too slow. Handlers then find the body complete.
@@ -66,7 +67,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if first.is_some_and(|b| *b != b'{') && serde_json::from_slice::<Value>(bytes).is_ok() {
         return Err(ApiError {
             status: StatusCode::UNPROCESSABLE_ENTITY,
-            detail: json!([{ "type": "model_attributes_type", "loc": ["body"], "msg": "the request body must be a JSON object" }]),
+            detail: ErrorDetail::Validation(vec![ValidationError {
+                kind: "model_attributes_type".into(),
+                loc: vec![LocSegment::Key("body".into())],
+                msg: "the request body must be a JSON object".into(),
+            }]),
         });
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
@@ -93,11 +98,13 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             };
             return ApiError::new(StatusCode::BAD_REQUEST, what);
         }
-        let mut loc = vec![Value::from("body")];
+        let mut loc = vec![LocSegment::Key("body".into())];
         loc.extend(err.path().iter().filter_map(|seg| match seg {
-            serde_path_to_error::Segment::Seq { index } => Some(Value::from(*index)),
-            serde_path_to_error::Segment::Map { key } => Some(Value::from(key.as_str())),
-            serde_path_to_error::Segment::Enum { variant } => Some(Value::from(variant.as_str())),
+            serde_path_to_error::Segment::Seq { index } => Some(LocSegment::Index(*index as u64)),
+            serde_path_to_error::Segment::Map { key } => Some(LocSegment::Key(key.clone())),
+            serde_path_to_error::Segment::Enum { variant } => {
+                Some(LocSegment::Key(variant.clone()))
+            }
             serde_path_to_error::Segment::Unknown => None,
         }));
         let field = err.path().to_string();
@@ -108,7 +115,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         };
         ApiError {
             status: StatusCode::UNPROCESSABLE_ENTITY,
-            detail: json!([{ "type": "value_error", "loc": loc, "msg": msg }]),
+            detail: ErrorDetail::Validation(vec![ValidationError {
+                kind: "value_error".into(),
+                loc,
+                msg,
+            }]),
         }
     })
 }
@@ -117,6 +128,12 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 mod tests {
     use super::*;
     use crate::wire::ChatRequest;
+    use serde_json::json;
+
+    /// The detail as the client reads it.
+    fn detail(e: &ApiError) -> Value {
+        serde_json::to_value(&e.detail).unwrap()
+    }
 
     #[test]
     fn null_for_an_enum_is_a_422_not_malformed_json() {
@@ -133,7 +150,7 @@ mod tests {
         let e = parse_json::<ChatRequest>(b"{\"ask\": ").unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         let e = parse_json::<ChatRequest>(b"").unwrap_err();
-        assert!(e.detail.as_str().unwrap().contains("empty"));
+        assert!(detail(&e).as_str().unwrap().contains("empty"));
     }
 
     #[test]
@@ -143,18 +160,18 @@ mod tests {
                 .unwrap_err();
         assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(
-            e.detail[0]["loc"],
+            detail(&e)[0]["loc"],
             json!(["body", "conversation_history", 1])
         );
         let e = parse_json::<ChatRequest>(br#"{"stream":true}"#).unwrap_err();
         assert!(
-            e.detail[0]["msg"].as_str().unwrap().contains("ask"),
+            detail(&e)[0]["msg"].as_str().unwrap().contains("ask"),
             "{}",
-            e.detail
+            detail(&e)
         );
         let e = parse_json::<ChatRequest>(br#"["q"]"#).unwrap_err();
         assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
         let e = parse_json::<ChatRequest>(br#"{"ask":"q","stream":"yes"}"#).unwrap_err();
-        assert_eq!(e.detail[0]["loc"], json!(["body", "stream"]));
+        assert_eq!(detail(&e)[0]["loc"], json!(["body", "stream"]));
     }
 }

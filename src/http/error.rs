@@ -2,21 +2,22 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+
+use super::responses::{ErrorDetail, ErrorResponse};
 
 use crate::agent::ChatError;
 
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub detail: Value,
+    pub detail: ErrorDetail,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
         ApiError {
             status,
-            detail: Value::String(detail.into()),
+            detail: ErrorDetail::Message(detail.into()),
         }
     }
 }
@@ -28,7 +29,10 @@ impl IntoResponse for ApiError {
         } else {
             tracing::info!(status = self.status.as_u16(), detail = %self.detail, "request refused");
         }
-        (self.status, axum::Json(json!({ "detail": self.detail }))).into_response()
+        let body = ErrorResponse {
+            detail: self.detail,
+        };
+        (self.status, axum::Json(body)).into_response()
     }
 }
 
@@ -67,7 +71,10 @@ pub async fn json_error_bodies(
     } else {
         reason.to_owned()
     };
-    let json = axum::Json(json!({ "detail": detail })).into_response();
+    let json = axum::Json(ErrorResponse {
+        detail: ErrorDetail::Message(detail),
+    })
+    .into_response();
     let (json_parts, body) = json.into_parts();
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);
     parts.headers.extend(json_parts.headers);

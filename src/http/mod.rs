@@ -12,6 +12,7 @@ mod limits;
 mod openapi;
 pub mod ops;
 mod origin;
+pub mod responses;
 pub mod server;
 pub mod sse;
 mod unread;
@@ -25,7 +26,6 @@ use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{Value, json};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
@@ -34,6 +34,7 @@ pub use auth::ApiKeys;
 pub use error::ApiError;
 pub use limits::RequestLimit;
 pub use origin::BrowserGuard;
+use responses::{ModelNames, ModelsResponse};
 pub use server::ShutdownWatch;
 
 #[derive(Clone)]
@@ -128,12 +129,13 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
-async fn models(State(state): State<AppState>) -> Json<Value> {
+async fn models(State(state): State<AppState>) -> Json<ModelsResponse> {
     let keys = state.agent.models.keys();
-    if state.model_name_as_string {
+    let model_name = if state.model_name_as_string {
         // HolmesGPT's code sends the list JSON-encoded inside a string.
-        let encoded = serde_json::to_string(&keys).unwrap_or_else(|_| "[]".into());
-        return Json(json!({ "model_name": encoded }));
-    }
-    Json(json!({ "model_name": keys }))
+        ModelNames::Encoded(serde_json::to_string(&keys).unwrap_or_else(|_| "[]".into()))
+    } else {
+        ModelNames::List(keys)
+    };
+    Json(ModelsResponse { model_name })
 }

@@ -7,61 +7,80 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use serde_json::json;
 
 use super::AppState;
+use super::responses::{
+    ErrorDetail, ErrorResponse, HealthResponse, InfoResponse, ReadyResponse, ToolsetInfo,
+    ToolsetState, ToolsetsSummary,
+};
 use crate::tools::ToolsetStatus;
 
-pub async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "healthy"}))
+pub async fn healthz() -> Json<HealthResponse> {
+    Json(HealthResponse {
+        status: "healthy".into(),
+    })
 }
 
 /// Ready when configuration loaded and at least one model is configured.
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let models = state.agent.models.keys();
     if models.is_empty() {
+        let detail = format!("Service not ready: {}", crate::llm::registry::NO_MODEL_HELP);
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
-                "detail": format!("Service not ready: {}", crate::llm::registry::NO_MODEL_HELP)
-            })),
+            Json(ErrorResponse {
+                detail: ErrorDetail::Message(detail),
+            }),
         )
             .into_response();
     }
-    Json(json!({"status": "ready", "models": models})).into_response()
+    Json(ReadyResponse {
+        status: "ready".into(),
+        models,
+    })
+    .into_response()
 }
 
-pub async fn info(State(state): State<AppState>) -> Json<serde_json::Value> {
-    let toolsets: Vec<_> = state
+pub async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
+    let toolsets: Vec<ToolsetInfo> = state
         .agent
         .tools
         .toolsets()
         .iter()
         .map(|t| {
             let (status, error) = match &t.status {
-                ToolsetStatus::Enabled => ("enabled", None),
-                ToolsetStatus::Disabled => ("disabled", None),
-                ToolsetStatus::Unavailable(reason) => ("failed", Some(reason.clone())),
+                ToolsetStatus::Enabled => (ToolsetState::Enabled, None),
+                ToolsetStatus::Disabled => (ToolsetState::Disabled, None),
+                ToolsetStatus::Unavailable(reason) => (ToolsetState::Failed, Some(reason.clone())),
             };
-            json!({"name": t.name, "status": status, "error": error, "tool_count": t.tools.len()})
+            ToolsetInfo {
+                name: t.name.clone(),
+                status,
+                error,
+                tool_count: t.tools.len() as u64,
+            }
         })
         .collect();
-    let count = |s: &str| toolsets.iter().filter(|t| t["status"] == s).count();
-    Json(json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "uptime_seconds": state.started.elapsed().as_secs(),
-        "auth_enabled": state.api_keys.enabled(),
-        "models": state.agent.models.keys(),
-        "default_model": state.agent.models.default_key(),
-        "toolsets_summary": {
-            "total": toolsets.len(),
-            "enabled": count("enabled"),
-            "failed": count("failed"),
-            "disabled": count("disabled"),
+    let count = |s: ToolsetState| toolsets.iter().filter(|t| t.status == s).count() as u64;
+    Json(InfoResponse {
+        version: env!("CARGO_PKG_VERSION").into(),
+        uptime_seconds: state.started.elapsed().as_secs(),
+        auth_enabled: state.api_keys.enabled(),
+        models: state.agent.models.keys(),
+        default_model: state.agent.models.default_key().map(str::to_owned),
+        toolsets_summary: ToolsetsSummary {
+            total: toolsets.len() as u64,
+            enabled: count(ToolsetState::Enabled),
+            failed: count(ToolsetState::Failed),
+            disabled: count(ToolsetState::Disabled),
         },
-        "toolsets": toolsets,
-        "sandbox": state.agent.tools.sandbox().map(crate::sandbox::Sandbox::describe),
-    }))
+        toolsets,
+        sandbox: state
+            .agent
+            .tools
+            .sandbox()
+            .map(crate::sandbox::Sandbox::describe),
+    })
 }
 
 pub async fn metrics() -> Response {

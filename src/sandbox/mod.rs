@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use tokio::process::Command;
 
 pub use child::Identity;
@@ -321,37 +321,70 @@ impl Sandbox {
     }
 
     /// The sandbox as `/api/info` reports it.
-    pub fn describe(&self) -> Value {
+    pub fn describe(&self) -> SandboxInfo {
         let inner = &self.inner;
         let landlock = match inner.kernel_abi {
-            Some(abi) => json!({
-                "available": true,
-                "kernel_abi": abi,
-                "abi_used": abi.min(rules::ABI_USED),
-                "warning": null,
-            }),
-            None => json!({
-                "available": false,
-                "kernel_abi": null,
-                "abi_used": null,
-                "warning": "the kernel has no Landlock: tool processes are not confined to \
-                            the files they need",
-            }),
+            Some(abi) => LandlockInfo {
+                available: true,
+                kernel_abi: Some(abi.unsigned_abs()),
+                abi_used: Some(abi.min(rules::ABI_USED).unsigned_abs()),
+                warning: None,
+            },
+            None => LandlockInfo {
+                available: false,
+                kernel_abi: None,
+                abi_used: None,
+                warning: Some(
+                    "the kernel has no Landlock: tool processes are not confined to the files \
+                     they need"
+                        .into(),
+                ),
+            },
         };
         let (uid, gid) = inner.identity.ids();
-        json!({
-            "landlock": landlock,
-            "tools_uid": uid,
-            "tools_gid": gid,
-            "separate_user": matches!(inner.identity, Identity::Switch { .. }),
-            "no_new_privs": true,
-            "limits": {
-                "max_processes": inner.limits.max_processes,
-                "max_file_size_mb": inner.limits.max_file_size / (1024 * 1024),
-                "max_cpu_secs": inner.limits.max_cpu_secs,
+        SandboxInfo {
+            landlock,
+            tools_uid: uid,
+            tools_gid: gid,
+            separate_user: matches!(inner.identity, Identity::Switch { .. }),
+            no_new_privs: true,
+            limits: SandboxLimits {
+                max_processes: inner.limits.max_processes,
+                max_file_size_mb: inner.limits.max_file_size / (1024 * 1024),
+                max_cpu_secs: inner.limits.max_cpu_secs,
             },
-        })
+        }
     }
+}
+
+// Documented where `InfoResponse` refers to it; a doc comment here would add a second
+// description to the OpenAPI document.
+#[derive(Serialize, JsonSchema)]
+pub struct SandboxInfo {
+    pub landlock: LandlockInfo,
+    pub tools_uid: u32,
+    pub tools_gid: u32,
+    /// Tools run as `sandbox.user` because triage runs as root.
+    pub separate_user: bool,
+    pub no_new_privs: bool,
+    pub limits: SandboxLimits,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct LandlockInfo {
+    /// False on a kernel without Landlock: tools are not confined to the files they need.
+    pub available: bool,
+    pub kernel_abi: Option<u32>,
+    /// The ABI whose rights triage enforces.
+    pub abi_used: Option<u32>,
+    pub warning: Option<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct SandboxLimits {
+    pub max_processes: u64,
+    pub max_file_size_mb: u64,
+    pub max_cpu_secs: u64,
 }
 
 /// Whether file permissions let the tools' user read `path` (the directories above aside).
@@ -469,6 +502,7 @@ fn remove_when_quiet(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]

@@ -1,0 +1,259 @@
+//! Settings, layered: `config/default.toml` (compiled in) ← a file from `--config` or
+//! `TRIAGE_CONFIG` ← HolmesGPT's environment variables ← `TRIAGE_*` variables (`__` nests).
+//! HolmesGPT's variables are honoured so a deployment can switch binaries unchanged.
+//!
+//! This file holds the settings types; [`load`] layers and checks them, [`env`] maps
+//! HolmesGPT's variables.
+
+mod env;
+mod load;
+
+pub use env::{CLI_ONLY_VARS, HOLMES_ENV};
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub llm: LlmSettings,
+    pub agent: AgentSettings,
+    pub prompts: PromptSettings,
+    pub compat: CompatSettings,
+    #[serde(default)]
+    pub approvals: ApprovalSettings,
+    #[serde(default)]
+    pub security: SecuritySettings,
+    pub compaction: CompactionSettings,
+    #[serde(default)]
+    pub toolsets: ToolsetSettings,
+    #[serde(default)]
+    pub sandbox: crate::sandbox::SandboxSettings,
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelEntry>,
+    /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
+    #[serde(default)]
+    pub model_list_file: Option<PathBuf>,
+    /// A single model from HolmesGPT's MODEL / API_KEY / API_BASE / API_VERSION.
+    #[serde(default)]
+    pub env_model: Option<ModelEntry>,
+    /// Key used when a request names no model; default: the env model, else the first key.
+    #[serde(default)]
+    pub default_model: Option<String>,
+    /// The file these settings were read from (`--config` / `TRIAGE_CONFIG`), if any: bash
+    /// commands may not name it.
+    #[serde(skip)]
+    pub config_file: Option<PathBuf>,
+    /// `[models.*]` keys in the order the config file lists them (the map above is sorted).
+    #[serde(skip)]
+    pub model_order: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    pub host: String,
+    pub port: u16,
+    pub body_limit_bytes: usize,
+    pub keepalive_interval_secs: f64,
+    /// Accepted API keys (several allow rotation); HOLMES_API_KEY adds one.
+    #[serde(default)]
+    pub api_keys: Vec<String>,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// Serve without keys on a non-loopback address (HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED).
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
+    #[serde(default)]
+    pub tls_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_key_file: Option<PathBuf>,
+    /// Browser origins allowed by CORS; empty disables CORS. `*` allows any origin.
+    #[serde(default)]
+    pub cors_allowed_origins: Vec<String>,
+    /// Host names a server without API keys answers besides localhost and IP addresses
+    /// (DNS-rebinding guard); `*` allows any.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Requests served at once; beyond it 503 with Retry-After.
+    pub max_concurrent_requests: usize,
+    /// Whole-request deadline; a stream then ends with an `error` event.
+    pub request_deadline_secs: f64,
+    /// Time a client has to send its request headers (slow-loris guard).
+    pub header_read_timeout_secs: f64,
+    /// Time a client has to send its whole request body (408 beyond it).
+    pub body_read_timeout_secs: f64,
+    /// A connection whose peer accepts no response bytes for this long is closed.
+    pub write_timeout_secs: f64,
+    /// On SIGTERM, how long running requests may finish before open streams are ended.
+    pub shutdown_grace_secs: f64,
+    /// Request headers never passed to tools (HOLMES_PASSTHROUGH_BLOCKED_HEADERS).
+    pub passthrough_blocked_headers: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSettings {
+    pub request_timeout_secs: f64,
+    pub connect_timeout_secs: f64,
+    pub first_byte_timeout_secs: f64,
+    pub idle_timeout_secs: f64,
+    pub retry_max_elapsed_secs: f64,
+    pub retry_max_attempts: u32,
+    pub retry_base_delay_ms: u64,
+    pub retry_max_delay_ms: u64,
+    /// LLM calls in flight per model; requests beyond it get 503 (HolmesGPT:
+    /// LLM_MAX_CONCURRENT_CALLS_PER_MODEL).
+    pub max_concurrent_calls_per_model: usize,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub max_context_size: Option<u32>,
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSettings {
+    pub max_steps: u32,
+    /// A tool result may take at most this share of the context window…
+    pub tool_budget_pct: f64,
+    /// …and at most this many tokens; larger results are cut with `[TRUNCATED]`.
+    pub tool_budget_tokens: u32,
+    /// Refuse a tool call identical to one already run in the same request.
+    pub duplicate_call_guard: bool,
+    /// Tool calls of one LLM answer that run; the rest get an error result naming the cap.
+    pub max_tool_calls_per_answer: usize,
+    /// Images in one request's `images`.
+    pub max_images_per_request: usize,
+    /// Images in the whole conversation (the history the client sends plus `images`).
+    pub max_images_total: usize,
+    /// Decoded bytes of all `data:` images in the conversation.
+    pub max_image_bytes_total: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionSettings {
+    pub enabled: bool,
+    /// Compact when tokens + reserved output exceed this share of the context window.
+    pub threshold_pct: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecuritySettings {
+    /// Values replaced by `<secret-hidden>` in tool output and errors.
+    pub secrets: Vec<String>,
+    /// Environment variables whose values are secrets (masked the same way).
+    pub secret_env_vars: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalSettings {
+    /// HMAC key for pending-approval tokens; set it so every replica can verify a resume.
+    pub signing_key: Option<String>,
+    /// How long a pending approval may be resumed.
+    pub token_ttl_secs: u64,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        ApprovalSettings {
+            signing_key: None,
+            token_ttl_secs: 3600,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSettings {
+    #[serde(default)]
+    pub enabled: Option<String>,
+    pub cluster_name: String,
+    pub system_prompt_additions: String,
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsetSettings {
+    pub bash: crate::tools::bash::BashConfig,
+    pub kubernetes: crate::tools::kubernetes::KubernetesConfig,
+    pub prometheus: crate::tools::prometheus::PrometheusConfig,
+    pub internet: crate::tools::internet::InternetConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompatSettings {
+    pub model_name_as_string: bool,
+}
+
+/// One model, in HolmesGPT's model-list shape. Fields litellm would accept but we do not model
+/// are kept in `extra`; the OpenAI request parameters among them are passed to the provider.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ModelEntry {
+    pub model: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default, alias = "base_url")]
+    pub api_base: Option<String>,
+    #[serde(default)]
+    pub api_version: Option<String>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub custom_args: Option<CustomArgs>,
+    #[serde(default)]
+    pub vision: Option<bool>,
+    #[serde(default)]
+    pub input_cost_per_token: Option<f64>,
+    #[serde(default)]
+    pub output_cost_per_token: Option<f64>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CustomArgs {
+    #[serde(default)]
+    pub max_context_size: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Figment(Box<figment::Error>),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl From<figment::Error> for ConfigError {
+    fn from(e: figment::Error) -> Self {
+        ConfigError::Figment(Box::new(e))
+    }
+}
+
+impl ServerSettings {
+    /// Every accepted API key: the list plus HOLMES_API_KEY.
+    pub fn all_api_keys(&self) -> Vec<String> {
+        self.api_keys
+            .iter()
+            .chain(&self.api_key)
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty())
+            .collect()
+    }
+}

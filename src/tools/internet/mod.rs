@@ -1,0 +1,159 @@
+//! The `internet` toolset: `fetch_webpage` reads a runbook, documentation or status page.
+//!
+//! Guarded against server-side request forgery: only http(s), optionally only allowed hosts,
+//! and (unless allowed) never an address that is loopback, private, link-local (cloud
+//! metadata) or otherwise not public. Redirects are followed by hand so every hop is checked,
+//! and names are resolved by a resolver that refuses non-public addresses, so a checked name
+//! cannot resolve elsewhere when connecting. Bodies are read up to a cap; HTML is reduced to
+//! text.
+//!
+//! [`ssrf`] is the guard, [`fetch`] one fetch, [`content`] tells HTML, JSON and text apart,
+//! [`html`] reduces HTML to text.
+
+mod content;
+mod fetch;
+mod html;
+mod ssrf;
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Tool, ToolContext, ToolOutput, Toolset, parameters_schema, parse_params};
+use fetch::Fetcher;
+
+const NAME: &str = "internet";
+
+const INSTRUCTIONS: &str = "Use fetch_webpage to read runbooks, documentation and status pages, \
+in particular the URLs linked in alerts (e.g. a `runbook_url` annotation) or mentioned by the \
+user. HTML is reduced to text and long pages are cut. Cite the URL of every page you relied on \
+in your answer.";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InternetConfig {
+    pub enabled: bool,
+    /// Hosts that may be fetched (every redirect hop included); empty = any host.
+    /// `docs.example.com` matches that host only; `.example.com` (or `*.example.com`) matches
+    /// example.com and all its subdomains.
+    pub allowed_hosts: Vec<String>,
+    /// Allow URLs whose host is, or resolves to, a loopback, private, link-local (cloud
+    /// metadata), unique-local or other non-public address. Off: prevents SSRF.
+    pub allow_private_addresses: bool,
+    /// Bytes of a response body read at most; the rest is dropped (and the cut noted).
+    pub max_bytes: usize,
+    /// Characters of text returned at most, after HTML reduction.
+    pub max_output_chars: usize,
+    /// Time limit of one fetch, redirects included.
+    pub timeout_secs: u64,
+    pub user_agent: String,
+}
+
+impl Default for InternetConfig {
+    fn default() -> Self {
+        InternetConfig {
+            enabled: true,
+            allowed_hosts: Vec::new(),
+            allow_private_addresses: false,
+            max_bytes: 2 * 1024 * 1024,
+            max_output_chars: 100_000,
+            timeout_secs: 20,
+            user_agent: concat!("triage/", env!("CARGO_PKG_VERSION")).to_owned(),
+        }
+    }
+}
+
+/// Builds the toolset. It uses its own HTTP client rather than the shared `http` one: redirects
+/// must not be followed automatically (each hop is checked), and names must be resolved by the
+/// address-checking resolver.
+pub fn toolset(cfg: &InternetConfig, http: &reqwest::Client) -> Toolset {
+    let _ = http;
+    if !cfg.enabled {
+        return Toolset::disabled(NAME);
+    }
+    match Fetcher::new(cfg) {
+        Ok(fetcher) => {
+            let mut instructions = INSTRUCTIONS.to_owned();
+            if !cfg.allowed_hosts.is_empty() {
+                let _ = write!(
+                    instructions,
+                    " Only these hosts can be fetched: {}.",
+                    cfg.allowed_hosts.join(", ")
+                );
+            }
+            Toolset::enabled(
+                NAME,
+                &instructions,
+                vec![Arc::new(FetchWebpage {
+                    fetcher,
+                    schema: parameters_schema::<FetchParams>(),
+                })],
+            )
+        }
+        Err(reason) => Toolset::unavailable(NAME, reason),
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct FetchParams {
+    /// The http:// or https:// URL of the page.
+    url: String,
+}
+
+struct FetchWebpage {
+    fetcher: Fetcher,
+    schema: Value,
+}
+
+impl Tool for FetchWebpage {
+    fn name(&self) -> &str {
+        "fetch_webpage"
+    }
+
+    fn toolset(&self) -> &str {
+        NAME
+    }
+
+    fn description(&self) -> &str {
+        "Fetch a web page (runbook, documentation, status page) over http(s) and return its \
+         content: HTML reduced to readable text, JSON and plain text as they are."
+    }
+
+    fn parameters(&self) -> &Value {
+        &self.schema
+    }
+
+    fn one_liner(&self, params: &Value) -> String {
+        let url = params.get("url").and_then(Value::as_str).unwrap_or("");
+        format!("Fetch {}", url.trim())
+    }
+
+    fn timeout(&self) -> Duration {
+        self.fetcher.timeout + Duration::from_secs(5)
+    }
+
+    fn invoke<'a>(&'a self, params: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let p = match parse_params::<FetchParams>(params) {
+                Ok(p) => p,
+                Err(e) => return ToolOutput::error(e),
+            };
+            let limit = self.fetcher.timeout;
+            match tokio::time::timeout(limit, self.fetcher.fetch(&p.url)).await {
+                Ok(Ok(out)) => out,
+                Ok(Err(e)) => ToolOutput::error(e),
+                Err(_) => ToolOutput::error(format!(
+                    "fetching {} timed out after {} s",
+                    p.url.trim(),
+                    limit.as_secs()
+                )),
+            }
+        })
+    }
+}
