@@ -74,7 +74,7 @@ pub(super) fn test_evaluates(source: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::policy::{BuiltinAllowlist, Policy, Verdict, classify};
+    use super::super::{BuiltinAllowlist, Policy, Verdict, classify};
 
     fn refused(p: &Policy, cmds: &[&str]) {
         for cmd in cmds {

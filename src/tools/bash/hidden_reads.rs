@@ -56,7 +56,7 @@ pub(super) fn ps_environment(base: &str, args: &[&str]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::policy::{BuiltinAllowlist, Policy, Verdict, classify};
+    use super::super::{BuiltinAllowlist, Policy, Verdict, classify};
 
     fn policy() -> Policy {
         Policy::new(BuiltinAllowlist::Extended, &[], &[], None, "/tmp".into())

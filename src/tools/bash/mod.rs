@@ -7,14 +7,20 @@
 //! even with approval. Commands run in a clean environment inside the sandbox ([`run`],
 //! [`crate::sandbox`]): without approval they may write only in their private `TMPDIR`.
 
+mod allowlist;
 mod deny;
 mod evaluation;
 mod hidden_reads;
 mod parse;
+mod patterns;
 mod policy;
+#[cfg(test)]
+mod policy_tests;
+mod program_checks;
 mod run;
 #[cfg(test)]
 mod sandbox_tests;
+mod sensitive_paths;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,7 +35,8 @@ use super::{Tool, ToolContext, ToolOutput, Toolset, parameters_schema, parse_par
 use crate::sandbox::{Approval, Grants, Sandbox};
 use crate::wire::events::ToolStatus;
 
-pub use policy::{BuiltinAllowlist, Policy, Verdict, classify};
+pub use allowlist::BuiltinAllowlist;
+pub use policy::{Policy, Verdict, classify};
 
 const TOOLSET: &str = "bash";
 
