@@ -1,16 +1,18 @@
 //! The kubectl commands of the toolset: typed, validated parameters and the argv they become.
-//! Every value that reaches kubectl's argv is checked here first, so nothing can pass as a
-//! flag (a name starting with `-`) or read secrets.
+//! Every value that reaches kubectl's argv is checked first ([`super::values`]), so nothing can
+//! pass as a flag (a name starting with `-`) or read secrets.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::values::{
+    duration, kinds, name, namespace, push_namespace, single_kind, single_kind_any,
+};
 use crate::tools::parse_params;
 
 /// `tail_lines` when the model gives none.
 pub const DEFAULT_TAIL_LINES: u32 = 500;
-const MAX_NAME_LEN: usize = 253;
 
 /// One command of the toolset: its tool name, description and argv builder.
 pub struct CommandSpec {
@@ -276,117 +278,9 @@ impl TopPods {
 #[serde(deny_unknown_fields)]
 pub struct TopNodes {}
 
-fn push_namespace(argv: &mut Vec<String>, ns: Option<&str>) -> Result<(), String> {
-    if let Some(ns) = ns {
-        argv.extend(["-n".into(), namespace(ns)?]);
-    }
-    Ok(())
-}
-
-/// An object name (also containers): `^[a-zA-Z0-9][a-zA-Z0-9._:-]{0,252}$`. A leading
-/// alphanumeric keeps it from being read as a flag; no `/`, `,`, `=` or spaces.
-fn name(field: &str, value: &str) -> Result<String, String> {
-    let ok = value.len() <= MAX_NAME_LEN
-        && value.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
-    if ok {
-        Ok(value.to_owned())
-    } else {
-        Err(format!(
-            "invalid parameter `{field}`: {value:?} is not a Kubernetes object name \
-             (letters, digits, '.', '-', '_', ':'; starting with a letter or digit)"
-        ))
-    }
-}
-
-/// A namespace: a DNS label (`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 characters).
-fn namespace(value: &str) -> Result<String, String> {
-    let ok = !value.is_empty()
-        && value.len() <= 63
-        && value.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && value.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if ok {
-        Ok(value.to_owned())
-    } else {
-        Err(format!(
-            "invalid parameter `namespace`: {value:?} is not a namespace name \
-             (lower-case letters, digits and '-')"
-        ))
-    }
-}
-
-/// A resource type as kubectl takes it: `pod`, `Pods`, `deployments.apps`, `deploy`,
-/// `deployments.v1.apps`. Not checked for secrets.
-fn single_kind_any(value: &str) -> Result<String, String> {
-    let ok = value.len() <= MAX_NAME_LEN
-        && value.starts_with(|c: char| c.is_ascii_alphabetic())
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-'));
-    if ok {
-        Ok(value.to_owned())
-    } else {
-        Err(format!(
-            "invalid parameter `kind`: {value:?} is not a resource kind \
-             (e.g. pod, deployment, deployments.apps)"
-        ))
-    }
-}
-
-/// One resource type whose objects may be read (not secrets).
-fn single_kind(value: &str) -> Result<String, String> {
-    let kind = single_kind_any(value)?;
-    if is_secret_kind(&kind) {
-        return Err("reading secrets is not allowed".into());
-    }
-    Ok(kind)
-}
-
-/// One or more comma-separated resource types, none of them secrets.
-fn kinds(value: &str) -> Result<String, String> {
-    let parts = value
-        .split(',')
-        .map(single_kind)
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(parts.join(","))
-}
-
-/// `secret`, `secrets`, `Secret`, `secrets.v1`, `secret.v1.` … (the core `secrets` resource
-/// under any spelling kubectl accepts).
-pub fn is_secret_kind(kind: &str) -> bool {
-    let resource = kind.split('.').next().unwrap_or(kind).to_ascii_lowercase();
-    resource == "secret" || resource == "secrets"
-}
-
-/// A duration for `--since`: `30s`, `10m`, `1h`, `2h30m`.
-fn duration(value: &str) -> Result<String, String> {
-    let mut digits = 0;
-    let mut ok = !value.is_empty() && value.len() <= 16;
-    for c in value.chars() {
-        if c.is_ascii_digit() {
-            digits += 1;
-        } else if matches!(c, 's' | 'm' | 'h') && digits > 0 {
-            digits = 0;
-        } else {
-            ok = false;
-        }
-    }
-    if ok && digits == 0 {
-        Ok(value.to_owned())
-    } else {
-        Err(format!(
-            "invalid parameter `since`: {value:?} is not a duration such as 10m, 1h or 2h30m"
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::values::is_secret_kind;
     use super::*;
     use serde_json::json;
 

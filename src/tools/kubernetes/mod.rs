@@ -8,6 +8,7 @@
 mod commands;
 pub(crate) mod flags;
 mod run;
+mod values;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use crate::sandbox::{Grants, Identity, Sandbox};
 use commands::{COMMANDS, CommandSpec};
 use run::{Kubectl, RunError};
 
-pub use commands::is_secret_kind;
+pub use values::is_secret_kind;
 
 const TOOLSET: &str = "kubernetes";
 /// Bound of the start-up `kubectl version` check (its request timeout is 3 s).
