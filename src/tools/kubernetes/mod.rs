@@ -7,6 +7,7 @@
 
 mod commands;
 pub(crate) mod flags;
+mod output;
 mod run;
 mod values;
 
@@ -177,7 +178,7 @@ async fn check_cluster(
         );
         return Ok(());
     }
-    let stderr = run::clean_stderr(&out.stderr);
+    let stderr = output::clean_stderr(&out.stderr);
     let mut reason = stderr
         .lines()
         .rev()
@@ -271,7 +272,7 @@ impl Tool for KubectlTool {
 
     fn one_liner(&self, params: &Value) -> String {
         match (self.spec.build)(params.clone()) {
-            Ok(argv) => run::display_command(&argv),
+            Ok(argv) => output::display_command(&argv),
             Err(_) => format!("{} (invalid parameters)", self.spec.name),
         }
     }
