@@ -87,9 +87,9 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     parsed.map_err(|err| {
         let inner = err.inner();
         // serde_json reports some type mismatches of valid JSON (`null` where an enum is
-        // expected) as syntax errors: only JSON that does not parse at all is malformed.
-        if (inner.is_syntax() || inner.is_eof())
-            && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_err()
+        // expected) as syntax errors: only JSON that does not parse as a `Value` (which also
+        // enforces the nesting limit) is malformed.
+        if (inner.is_syntax() || inner.is_eof()) && serde_json::from_slice::<Value>(bytes).is_err()
         {
             let what = if bytes.iter().all(u8::is_ascii_whitespace) {
                 "Request body is empty: expected a JSON object".to_owned()
