@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{names, spawn_app_with};
+use fake_llm::Step;
 
 fn todo(n: usize) -> Value {
     json!({"todos": [{"id": "1", "content": format!("task {n}"), "status": "pending"}]})
@@ -115,7 +115,7 @@ async fn an_llm_line_that_never_ends_fails_the_call_with_502() {
     // 5 MiB of one event without a newline: over the 4 MiB cap.
     let mut body = b"data: {\"choices\":[{\"delta\":{\"content\":\"".to_vec();
     body.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
-    app.llm.push(Step::RawBytes { body });
+    app.llm.push(Step::Raw { body: body.into() });
     let (status, body) = app.chat_json(&json!({"ask": "hi"})).await;
     assert_eq!(status, 502, "{body}");
     let detail = body["detail"].as_str().unwrap();
@@ -126,7 +126,7 @@ async fn an_llm_line_that_never_ends_fails_the_call_with_502() {
     // Streaming: an error event naming the cause.
     let mut body = b"data: ".to_vec();
     body.extend(std::iter::repeat_n(b'y', 5 * 1024 * 1024));
-    app.llm.push(Step::RawBytes { body });
+    app.llm.push(Step::Raw { body: body.into() });
     let events = app.chat_sse(&json!({"ask": "hi"})).await;
     let last = events.last().unwrap();
     assert_eq!(last.name, "error");

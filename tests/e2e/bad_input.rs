@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 use triage::config::Settings;
 
-use crate::fake_llm::FakeLlm;
 use crate::helpers::{TestApp, json_body, spawn_app, spawn_app_with, spawn_with_settings};
+use fake_llm::FakeLlm;
 
 /// POSTs a raw body to /api/chat; checks it is a JSON error (not SSE) and returns
 /// (status, detail).
@@ -82,8 +82,7 @@ async fn empty_json_array_body_is_422() {
 #[tokio::test]
 async fn json_array_body_with_elements_is_422() {
     let app = spawn_app().await;
-    app.llm
-        .push(crate::fake_llm::Step::text("should not be asked"));
+    app.llm.push(fake_llm::Step::text("should not be asked"));
     let (status, detail) = refused(&app, "[\"Why is my pod crashing?\"]").await;
     assert_eq!(status, 422, "{detail}");
     validation_entry(&detail);
@@ -200,7 +199,7 @@ async fn oversized_body_is_413() {
 #[tokio::test]
 async fn body_under_the_limit_is_accepted() {
     let app = spawn_app_with("[server]\nbody_limit_bytes = 2048\n").await;
-    app.llm.push(crate::fake_llm::Step::text("ok"));
+    app.llm.push(fake_llm::Step::text("ok"));
     let (status, body) = app.chat_json(&json!({"ask": "x".repeat(1024)})).await;
     assert_eq!(status, 200, "{body}");
 }

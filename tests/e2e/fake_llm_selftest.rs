@@ -7,7 +7,8 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Step, ToolCall, Usage, http_client};
+use crate::helpers::http_client;
+use fake_llm::{FakeLlm, Step, ToolCall, Usage};
 
 const WAIT: Duration = Duration::from_secs(2);
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::fake_llm::Step;
 use crate::helpers::{names, spawn_app, spawn_app_with};
+use fake_llm::Step;
 
 fn chunk(delta: serde_json::Value, finish: Option<&str>) -> String {
     format!(
@@ -21,7 +21,7 @@ async fn invalid_utf8_in_the_stream_is_an_error() {
     let app = spawn_app().await;
     let mut body = chunk(json!({"content": "ok "}), None).into_bytes();
     body.extend_from_slice(b"data: {\"choices\":[{\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n");
-    app.llm.push(Step::RawBytes { body });
+    app.llm.push(Step::Raw { body: body.into() });
     let events = app.chat_sse(&json!({"ask": "q"})).await;
     assert_eq!(names(&events), ["error"]);
 }
@@ -75,7 +75,7 @@ async fn tool_call_arguments_that_never_close_are_a_tool_error() {
     body.push_str(&chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"todos\": [{\"id\": \"1\""}}]}), None));
     body.push_str(&chunk(json!({}), Some("tool_calls")));
     body.push_str("data: [DONE]\n\n");
-    app.llm.push(Step::Raw { body });
+    app.llm.push(Step::Raw { body: body.into() });
     app.llm.push(Step::text("recovered"));
     let events = app.chat_sse(&json!({"ask": "q"})).await;
     let result = events
@@ -101,7 +101,7 @@ async fn an_endless_answer_is_cut_at_the_cap() {
         None,
     );
     app.llm.push(Step::Raw {
-        body: piece.repeat(3000),
+        body: piece.repeat(3000).into(),
     });
     let events = app.chat_sse(&json!({"ask": "q"})).await;
     assert_eq!(names(&events), ["error"]);

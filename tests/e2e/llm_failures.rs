@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{
     Event, TestApp, json_body, last, names, read_events, spawn_app, spawn_app_with,
 };
+use fake_llm::Step;
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -326,7 +326,7 @@ async fn finish_reason_without_done_is_accepted() {
         json!({"role": "assistant", "content": "Finished without DONE."}),
         None,
     ) + &raw_chunk(json!({}), Some("stop"));
-    app.llm.push(Step::Raw { body });
+    app.llm.push(Step::Raw { body: body.into() });
     let (status, resp) = app.chat_json(&ask(false)).await;
     assert_eq!(status, 200, "{resp}");
     assert_eq!(resp["analysis"], "Finished without DONE.");

@@ -9,8 +9,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use triage::config::Settings;
 use triage::startup::Application;
 
-use crate::fake_llm::{FakeLlm, Step, http_client};
+use crate::helpers::http_client;
 use crate::helpers::{json_body, spawn_app_with};
+use fake_llm::{FakeLlm, Step};
 
 const KEYS: &str = "[server]\napi_keys = [\"key-one-111\", \"key-two-222\"]\n";
 

@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use crate::fake_llm::Step;
 use crate::helpers::spawn_app_with;
+use fake_llm::Step;
 
 #[tokio::test]
 async fn oversized_output_is_cut_and_reported() {
@@ -50,7 +50,7 @@ async fn identical_calls_in_one_request_are_refused() {
     // Same arguments, keys in another order and spacing: still the same call.
     app.llm.push(Step::ToolCalls {
         content: None,
-        calls: vec![crate::fake_llm::ToolCall {
+        calls: vec![fake_llm::ToolCall {
             id: "again".into(),
             name: "TodoWrite".into(),
             arguments: r#"{"todos": [{"status": "pending", "content": "check logs", "id": "1"}]}"#
