@@ -1,5 +1,6 @@
 //! Caps on what one request may make the agent hold or do: tool calls per answer, images, one
-//! streamed LLM event, a history over the window, and the duplicate guard across compaction.
+//! streamed LLM event, one answer's length, a history over the window, and the duplicate guard
+//! across compaction.
 
 use serde_json::{Value, json};
 
@@ -201,4 +202,21 @@ async fn the_duplicate_guard_survives_compaction() {
     );
     assert_eq!(n.last(), Some(&"ai_answer_end"), "{n:?}");
     assert_eq!(app.llm.request_count(), 5);
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_cut_at_the_cap() {
+    // A 4096-token window: answers are capped near 2 × 2048 tokens.
+    let app = spawn_app_with("[models.fake]\ncustom_args = { max_context_size = 4096 }\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n").await;
+    let piece = format!(
+        "data: {}\n\n",
+        json!({"choices": [{"index": 0, "delta": {"content": "again and again and again and again "}, "finish_reason": null}]})
+    );
+    app.llm.push(Step::Raw {
+        body: piece.repeat(3000).into(),
+    });
+    let events = app.chat_sse(&json!({"ask": "q"})).await;
+    assert_eq!(names(&events), ["error"]);
+    let description = events[0].data["description"].as_str().unwrap();
+    assert!(description.contains("per-answer cap"), "{description}");
 }

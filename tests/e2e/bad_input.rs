@@ -27,6 +27,14 @@ async fn refused(app: &TestApp, body: impl Into<String>) -> (u16, Value) {
     (status, body["detail"].clone())
 }
 
+/// The 422 of a body that is JSON but not an object.
+fn assert_not_an_object(detail: &Value) {
+    assert_eq!(
+        *detail,
+        json!([{"type": "model_attributes_type", "loc": ["body"], "msg": "the request body must be a JSON object"}])
+    );
+}
+
 /// The single FastAPI-style validation entry of a 422 detail.
 fn validation_entry(detail: &Value) -> &Value {
     let list = detail
@@ -50,10 +58,22 @@ fn detail_text(detail: &Value) -> String {
 #[tokio::test]
 async fn malformed_json_is_400() {
     let app = spawn_app().await;
-    for body in ["{\"ask\": ", "{ask: 'q'}", "{\"ask\": \"q\"} trailing"] {
+    // The detail says what is wrong and where, in the parser's words.
+    for (body, fault) in [
+        ("{\"ask\": ", "EOF while parsing a value at line 1 column 8"),
+        ("{ask: 'q'}", "key must be a string at line 1 column 2"),
+        (
+            "{\"ask\": \"q\"} trailing",
+            "trailing characters at line 1 column 14",
+        ),
+    ] {
         let (status, detail) = refused(&app, body).await;
         assert_eq!(status, 400, "{body}: {detail}");
-        assert!(!detail_text(&detail).is_empty());
+        assert_eq!(
+            detail_text(&detail),
+            format!("Malformed JSON body: {fault}"),
+            "{body}"
+        );
     }
     assert_eq!(app.llm.request_count(), 0);
 }
@@ -75,7 +95,7 @@ async fn empty_json_array_body_is_422() {
     let app = spawn_app().await;
     let (status, detail) = refused(&app, "[]").await;
     assert_eq!(status, 422, "{detail}");
-    validation_entry(&detail);
+    assert_not_an_object(&detail);
     assert_eq!(app.llm.request_count(), 0);
 }
 
@@ -85,7 +105,7 @@ async fn json_array_body_with_elements_is_422() {
     app.llm.push(fake_llm::Step::text("should not be asked"));
     let (status, detail) = refused(&app, "[\"Why is my pod crashing?\"]").await;
     assert_eq!(status, 422, "{detail}");
-    validation_entry(&detail);
+    assert_not_an_object(&detail);
     assert_eq!(app.llm.request_count(), 0);
 }
 

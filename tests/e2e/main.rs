@@ -19,7 +19,6 @@ mod config_honesty;
 mod conversation;
 mod deltas;
 mod errors_and_exits;
-mod faults;
 mod frontend_tools;
 mod fuzz;
 mod images;
