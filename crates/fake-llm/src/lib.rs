@@ -32,10 +32,13 @@ pub use step::{Step, ToolCall, Usage};
 /// The body of the HTTP 500 answered when the script is exhausted.
 pub const EXHAUSTED_MESSAGE: &str = "fake llm: script exhausted";
 
+type JsonResponder = Arc<dyn Fn(&Value) -> Step + Send + Sync>;
+type RawResponder = Arc<dyn Fn(&[u8]) -> Step + Send + Sync>;
+
 #[derive(Clone)]
 enum Responder {
-    Json(Arc<dyn Fn(&Value) -> Step + Send + Sync>),
-    Raw(Arc<dyn Fn(&[u8]) -> Step + Send + Sync>),
+    Json(JsonResponder),
+    Raw(RawResponder),
 }
 
 struct Script {
