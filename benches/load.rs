@@ -20,24 +20,23 @@
 //! Everything is on 127.0.0.1, every loop is bounded in count and time, and the whole run
 //! stops by itself within five minutes (about 80 s with the defaults).
 
-use std::convert::Infallible;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use fake_llm::{FakeLlm, Step};
 use triage::config::Settings;
 use triage::startup::Application;
 
@@ -95,10 +94,8 @@ impl Budget {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fake LLM: hyper HTTP/1 on loopback, precomputed replies
+// The fake LLM: the shared one, with replies rendered once
 // ---------------------------------------------------------------------------------------------
-
-type FakeBody = BoxBody<Bytes, Infallible>;
 
 const TODO_ARGS: &str = r#"{"todos":[{"id":"1","content":"Check the pod status and recent restarts","status":"in_progress"},{"id":"2","content":"Read the container logs","status":"pending"},{"id":"3","content":"Check memory limits","status":"pending"}]}"#;
 
@@ -161,108 +158,35 @@ fn text_reply() -> Bytes {
     Bytes::from(s)
 }
 
-#[derive(Default)]
-struct FakeState {
-    requests: AtomicU64,
-    /// Slow streams the fake is serving right now (a dropped connection ends one).
-    slow_open: AtomicI64,
-    /// When set, the bodies of the LLM requests received are kept (the replay set).
-    capture: AtomicBool,
-    captured: Mutex<Vec<Bytes>>,
-}
+/// The slow model's name: the fake answers its requests with a stream that lasts.
+const SLOW_MODEL: &str = "gpt-4.1-slow";
 
-struct FakeLlm {
-    addr: SocketAddr,
-    state: Arc<FakeState>,
-}
-
-struct SlowGuard(Arc<FakeState>);
-
-impl Drop for SlowGuard {
-    fn drop(&mut self) {
-        self.0.slow_open.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl FakeLlm {
-    async fn start() -> FakeLlm {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake");
-        let addr = listener.local_addr().expect("fake addr");
-        let state = Arc::new(FakeState::default());
-        let replies = Arc::new((tool_call_reply(), text_reply()));
-        let st = state.clone();
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = match listener.accept().await {
-                    Ok(c) => c,
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
-                let st = st.clone();
-                let replies = replies.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        fake_handle(req, st.clone(), replies.clone())
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+/// The shared fake (crates/fake-llm) answering from the raw body, so no request is parsed:
+/// the fast model's two replies are rendered once; the slow model gets one chunk a second for
+/// up to ten minutes (a benchmark phase ends far sooner, dropping the connection).
+async fn start_fake() -> FakeLlm {
+    let fake = FakeLlm::start().await;
+    fake.keep_requests(false);
+    let (tool_call, text) = (tool_call_reply(), text_reply());
+    fake.set_raw_responder(move |body| {
+        // The model is the first key of triage's LLM request: look only there, so the fast
+        // path scans the body once, as a fake that routes by path would.
+        if memchr_find(&body[..body.len().min(64)], SLOW_MODEL.as_bytes()) {
+            Step::Drip {
+                piece: "still thinking ".into(),
+                times: 600,
+                interval: Duration::from_secs(1),
             }
-        });
-        FakeLlm { addr, state }
-    }
-}
-
-async fn fake_handle(
-    req: Request<Incoming>,
-    st: Arc<FakeState>,
-    replies: Arc<(Bytes, Bytes)>,
-) -> Result<Response<FakeBody>, Infallible> {
-    let slow = req.uri().path().starts_with("/slow/");
-    let body = match req.into_body().collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => Bytes::new(),
-    };
-    st.requests.fetch_add(1, Ordering::Relaxed);
-    if st.capture.load(Ordering::Relaxed) {
-        st.captured.lock().unwrap().push(body.clone());
-    }
-    let response = |body: FakeBody| {
-        Response::builder()
-            .status(StatusCode::OK)
-            .header("content-type", "text/event-stream")
-            .body(body)
-            .unwrap()
-    };
-    if slow {
-        st.slow_open.fetch_add(1, Ordering::SeqCst);
-        let guard = SlowGuard(st.clone());
-        let frames = async_stream::stream! {
-            let _guard = guard;
-            yield Ok::<_, Infallible>(Frame::data(Bytes::from(chunk(json!({"role": "assistant", "content": ""}), None))));
-            // One chunk a second for up to ten minutes (a benchmark phase ends far sooner,
-            // dropping the connection).
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            tick.tick().await;
-            for _ in 0..600 {
-                tick.tick().await;
-                yield Ok(Frame::data(Bytes::from(chunk(json!({"content": "still thinking "}), None))));
+        } else if memchr_find(body, br#""role":"tool""#) {
+            // Second step of the script once the conversation carries the tool result.
+            Step::Raw { body: text.clone() }
+        } else {
+            Step::Raw {
+                body: tool_call.clone(),
             }
-            yield Ok(Frame::data(Bytes::from(tail("stop", 6_000, 600))));
-        };
-        return Ok(response(BodyExt::boxed(StreamBody::new(frames))));
-    }
-    // Second step of the script once the conversation carries the tool result.
-    let reply = if memchr_find(&body, br#""role":"tool""#) {
-        replies.1.clone()
-    } else {
-        replies.0.clone()
-    };
-    Ok(response(BodyExt::boxed(Full::new(reply))))
+        }
+    });
+    fake
 }
 
 fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
@@ -370,7 +294,7 @@ async fn direct(conn: &mut Conn, bodies: &[Bytes]) -> Result<Duration, String> {
     let t0 = Instant::now();
     for body in bodies {
         let resp = conn
-            .send("POST", "/fast/v1/chat/completions", body.clone())
+            .send("POST", "/v1/chat/completions", body.clone())
             .await?;
         if resp.status() != StatusCode::OK {
             return Err(format!("fake LLM answered {}", resp.status()));
@@ -561,10 +485,10 @@ enabled = false
 enabled = false
 [models.fast]
 model = "openai/gpt-4.1"
-api_base = "http://{llm}/fast/v1"
+api_base = "http://{llm}/v1"
 [models.slow]
-model = "openai/gpt-4.1"
-api_base = "http://{llm}/slow/v1"
+model = "openai/{SLOW_MODEL}"
+api_base = "http://{llm}/v1"
 "#
     )
 }
@@ -715,15 +639,15 @@ async fn latency(
 ) -> Value {
     let body = chat_body(stream, "fast");
     let mut conn = Conn::open(triage).await.expect("connect triage");
-    let mut fake_conn = Conn::open(fake.addr).await.expect("connect fake");
+    let mut fake_conn = Conn::open(fake.addr()).await.expect("connect fake");
     // The replay set: the two LLM request bodies of one triage request.
-    fake.state.captured.lock().unwrap().clear();
-    fake.state.capture.store(true, Ordering::SeqCst);
+    fake.keep_requests(true);
+    let _ = fake.take_raw_requests();
     chat(&mut conn, &body, stream)
         .await
         .expect("capture request");
-    fake.state.capture.store(false, Ordering::SeqCst);
-    let bodies = std::mem::take(&mut *fake.state.captured.lock().unwrap());
+    fake.keep_requests(false);
+    let bodies = fake.take_raw_requests();
     assert_eq!(bodies.len(), 2, "one request = two LLM exchanges");
     let llm_bytes: Vec<usize> = bodies.iter().map(Bytes::len).collect();
     for _ in 0..200 {
@@ -1014,10 +938,8 @@ async fn open_streams(
         }));
     }
     // All open: the client holds n answers' headers and the fake LLM serves n slow streams.
-    let target = n as i64;
     while (opened.load(Ordering::SeqCst) + failed.load(Ordering::SeqCst)) < n as u64
-        || fake.state.slow_open.load(Ordering::SeqCst)
-            < target.min(opened.load(Ordering::SeqCst) as i64)
+        || fake.in_flight() < n.min(opened.load(Ordering::SeqCst) as usize)
     {
         if Instant::now() > stop_at {
             break;
@@ -1034,7 +956,7 @@ async fn open_streams(
     }
     let (_, hwm) = rss_kib(pid);
     // Still all alive: no stream was ended by triage while held.
-    let alive = fake.state.slow_open.load(Ordering::SeqCst);
+    let alive = fake.in_flight();
     let _ = release_tx.send(true);
     let t_close = Instant::now();
     for t in tasks {
@@ -1042,11 +964,11 @@ async fn open_streams(
     }
     // Closing a client stream must cancel triage's LLM call.
     let cancel_limit = Instant::now() + Duration::from_secs(30);
-    while fake.state.slow_open.load(Ordering::SeqCst) > 0 && Instant::now() < cancel_limit {
+    while fake.in_flight() > 0 && Instant::now() < cancel_limit {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let cancelled_in = t_close.elapsed();
-    let leftover = fake.state.slow_open.load(Ordering::SeqCst);
+    let leftover = fake.in_flight();
     let failed = failed.load(Ordering::SeqCst);
     let per_stream = if open_now > 0 {
         (rss_open.saturating_sub(rss_before)) as f64 / open_now as f64
@@ -1075,7 +997,7 @@ async fn startup(fake: &FakeLlm, runs: usize) -> (Value, Option<Child>) {
     let Some(bin) = binary() else {
         let mut times = Vec::new();
         for _ in 0..runs {
-            let (app, took) = start_in_process(fake.addr).await;
+            let (app, took) = start_in_process(fake.addr()).await;
             times.push(micros(took) / 1000.0);
             stop_in_process(app).await;
         }
@@ -1090,7 +1012,7 @@ async fn startup(fake: &FakeLlm, runs: usize) -> (Value, Option<Child>) {
     let mut idle = Vec::new();
     let mut last = None;
     for i in 0..runs {
-        match spawn_binary(&bin, fake.addr, i).await {
+        match spawn_binary(&bin, fake.addr(), i).await {
             Ok((child, took)) => {
                 times.push(micros(took) / 1000.0);
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -1301,7 +1223,7 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
     let budget = Budget {
         started: Instant::now(),
     };
-    let fake = FakeLlm::start().await;
+    let fake = start_fake().await;
     let quick = opts.quick;
     eprintln!("[load] start-up of the release binary…");
     let (startup, child) = if opts.runs("startup") {
@@ -1325,7 +1247,7 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
     // in this order: latency, throughput, then open streams (1,000 before 10,000); each run
     // against the binary gets a fresh process.
     eprintln!("[load] in-process triage…");
-    let (app, in_process_start) = start_in_process(fake.addr).await;
+    let (app, in_process_start) = start_in_process(fake.addr()).await;
     let addr = app.addr;
     let warm_errors = warm(addr, 400).await;
     let mut latency_rows = Vec::new();
@@ -1411,7 +1333,7 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
                 eprintln!("[load] time budget: skipping {n} streams against the binary");
                 continue;
             }
-            let child = match spawn_binary(&bin, fake.addr, 100 + i).await {
+            let child = match spawn_binary(&bin, fake.addr(), 100 + i).await {
                 Ok((child, _)) => child,
                 Err(e) => {
                     eprintln!("[load] cannot start the binary: {e}");
@@ -1454,7 +1376,7 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
         "latency": latency_rows,
         "throughput": through,
         "open_streams": open,
-        "fake_llm_requests": fake.state.requests.load(Ordering::Relaxed),
+        "fake_llm_requests": fake.request_count(),
         "run_seconds": budget.started.elapsed().as_secs_f64(),
     })
 }

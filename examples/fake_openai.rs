@@ -1,6 +1,6 @@
 //! A stand-in OpenAI-compatible LLM for tests against a live triage (`.ci/schemathesis.sh`):
 //! answers every chat completion at once with a short text, streamed or not, and never asks
-//! for a tool. Loopback only.
+//! for a tool. Loopback only. It is the tests' fake (crates/fake-llm) with a fixed answer.
 //!
 //! `cargo run --example fake_openai [-- ADDR]` (default `127.0.0.1:0`); prints
 //! `FAKE_OPENAI_URL=http://127.0.0.1:PORT/v1` on stdout once it listens.
@@ -8,13 +8,8 @@
 use std::io::Write;
 use std::net::SocketAddr;
 
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::DefaultBodyLimit;
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use serde_json::{Value, json};
+use fake_llm::{FakeLlm, Step};
+use serde_json::Value;
 
 const ANSWER: &str = "The cluster looks healthy: no failing pods were found.";
 
@@ -29,88 +24,25 @@ async fn main() -> std::io::Result<()> {
             "fake_openai listens on loopback only",
         ));
     }
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
-    let app = Router::new()
-        .route("/v1/chat/completions", post(complete))
-        .route("/chat/completions", post(complete))
-        .layer(DefaultBodyLimit::disable());
+    let llm = FakeLlm::serve(tokio::net::TcpListener::bind(addr).await?);
+    // Runs until killed: keep nothing per request.
+    llm.keep_requests(false);
+    llm.set_responder(answer);
     let mut out = std::io::stdout();
-    writeln!(out, "FAKE_OPENAI_URL=http://{bound}/v1")?;
+    writeln!(out, "FAKE_OPENAI_URL={}", llm.base_url())?;
     out.flush()?;
-    axum::serve(listener, app).await
+    futures::future::pending().await
 }
 
-async fn complete(body: Bytes) -> Response {
-    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
-        let error =
-            json!({"error": {"message": "body is not JSON", "type": "invalid_request_error"}});
-        return (StatusCode::BAD_REQUEST, axum::Json(error)).into_response();
-    };
+fn answer(request: &Value) -> Step {
+    if !request.is_object() {
+        return Step::error(400, "body is not a JSON object");
+    }
     // A structured-output request gets a JSON object: `{}` satisfies `json_object` and any
     // schema without required properties.
-    let content = if request.get("response_format").is_some_and(|f| !f.is_null()) {
-        "{}"
+    if request.get("response_format").is_some_and(|f| !f.is_null()) {
+        Step::text("{}")
     } else {
-        ANSWER
-    };
-    let model = request["model"].as_str().unwrap_or("fake").to_owned();
-    let prompt_tokens = (body.len() / 4).max(1) as u64;
-    let usage = json!({
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": 12,
-        "total_tokens": prompt_tokens + 12,
-    });
-    let id = "chatcmpl-fake";
-    if !request["stream"].as_bool().unwrap_or(false) {
-        return axum::Json(json!({
-            "id": id,
-            "object": "chat.completion",
-            "created": 0,
-            "model": model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }],
-            "usage": usage,
-        }))
-        .into_response();
+        Step::text(ANSWER)
     }
-    let chunk = |delta: Value, finish: Option<&str>| {
-        let c = json!({
-            "id": id,
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        });
-        format!("data: {c}\n\n")
-    };
-    let mut sse = chunk(json!({"role": "assistant", "content": ""}), None);
-    for word in content.split_inclusive(' ') {
-        sse.push_str(&chunk(json!({"content": word}), None));
-    }
-    sse.push_str(&chunk(json!({}), Some("stop")));
-    if request
-        .pointer("/stream_options/include_usage")
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-    {
-        let c = json!({
-            "id": id,
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": model,
-            "choices": [],
-            "usage": usage,
-        });
-        sse.push_str(&format!("data: {c}\n\n"));
-    }
-    sse.push_str("data: [DONE]\n\n");
-    (
-        [(header::CONTENT_TYPE, "text/event-stream")],
-        Body::from(sse),
-    )
-        .into_response()
 }

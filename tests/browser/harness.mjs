@@ -51,6 +51,7 @@ export async function startHarness({ corsOrigins = [], apiKey } = {}) {
   }
   const ports = JSON.parse(readFileSync(portFile, "utf8"));
   const llm = `http://127.0.0.1:${ports.llm}`;
+  const llmScript = `http://127.0.0.1:${ports.llm_script}`;
   return {
     triage: `http://127.0.0.1:${ports.triage}`,
     triageKeyed: ports.triage_keyed ? `http://127.0.0.1:${ports.triage_keyed}` : undefined,
@@ -58,7 +59,7 @@ export async function startHarness({ corsOrigins = [], apiKey } = {}) {
     llm,
     stderr: () => stderr,
     async script(steps) {
-      const r = await fetch(`${llm}/__script`, {
+      const r = await fetch(`${llmScript}/script`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify(steps),
@@ -66,7 +67,7 @@ export async function startHarness({ corsOrigins = [], apiKey } = {}) {
       if (!r.ok) throw new Error(`script refused: ${r.status} ${await r.text()}`);
     },
     async llmRequests() {
-      return (await fetch(`${llm}/__requests`)).json();
+      return (await fetch(`${llmScript}/requests`)).json();
     },
     stop() {
       killGroup(child);

@@ -1,10 +1,11 @@
 //! Caps on what one request may make the agent hold or do: tool calls per answer, images, one
-//! streamed LLM event, a history over the window, and the duplicate guard across compaction.
+//! streamed LLM event, one answer's length, a history over the window, and the duplicate guard
+//! across compaction.
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{names, spawn_app_with};
+use fake_llm::Step;
 
 fn todo(n: usize) -> Value {
     json!({"todos": [{"id": "1", "content": format!("task {n}"), "status": "pending"}]})
@@ -115,7 +116,7 @@ async fn an_llm_line_that_never_ends_fails_the_call_with_502() {
     // 5 MiB of one event without a newline: over the 4 MiB cap.
     let mut body = b"data: {\"choices\":[{\"delta\":{\"content\":\"".to_vec();
     body.extend(std::iter::repeat_n(b'x', 5 * 1024 * 1024));
-    app.llm.push(Step::RawBytes { body });
+    app.llm.push(Step::Raw { body: body.into() });
     let (status, body) = app.chat_json(&json!({"ask": "hi"})).await;
     assert_eq!(status, 502, "{body}");
     let detail = body["detail"].as_str().unwrap();
@@ -126,7 +127,7 @@ async fn an_llm_line_that_never_ends_fails_the_call_with_502() {
     // Streaming: an error event naming the cause.
     let mut body = b"data: ".to_vec();
     body.extend(std::iter::repeat_n(b'y', 5 * 1024 * 1024));
-    app.llm.push(Step::RawBytes { body });
+    app.llm.push(Step::Raw { body: body.into() });
     let events = app.chat_sse(&json!({"ask": "hi"})).await;
     let last = events.last().unwrap();
     assert_eq!(last.name, "error");
@@ -201,4 +202,21 @@ async fn the_duplicate_guard_survives_compaction() {
     );
     assert_eq!(n.last(), Some(&"ai_answer_end"), "{n:?}");
     assert_eq!(app.llm.request_count(), 5);
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_cut_at_the_cap() {
+    // A 4096-token window: answers are capped near 2 × 2048 tokens.
+    let app = spawn_app_with("[models.fake]\ncustom_args = { max_context_size = 4096 }\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n").await;
+    let piece = format!(
+        "data: {}\n\n",
+        json!({"choices": [{"index": 0, "delta": {"content": "again and again and again and again "}, "finish_reason": null}]})
+    );
+    app.llm.push(Step::Raw {
+        body: piece.repeat(3000).into(),
+    });
+    let events = app.chat_sse(&json!({"ask": "q"})).await;
+    assert_eq!(names(&events), ["error"]);
+    let description = events[0].data["description"].as_str().unwrap();
+    assert!(description.contains("per-answer cap"), "{description}");
 }

@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{json_body, spawn_app, spawn_app_with};
+use fake_llm::Step;
 
 const OTHER_MODEL: &str = "[models.other]\nmodel = \"openai/x\"\napi_base = \"{LLM}\"\n";
 

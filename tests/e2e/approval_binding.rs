@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{TestApp, spawn_app_with};
+use fake_llm::Step;
 
 /// Asks for a command that needs approval; returns the paused history.
 async fn paused_history(app: &TestApp, dir: &std::path::Path) -> Value {

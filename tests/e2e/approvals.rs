@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{TestApp, names, spawn_app, spawn_app_with};
+use fake_llm::Step;
 
 /// A command outside the allow list: needs approval. It only creates a file in a temp dir.
 fn touch_command(dir: &std::path::Path) -> String {

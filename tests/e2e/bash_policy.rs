@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 use triage::config::Settings;
 
-use crate::fake_llm::{FakeLlm, Step};
 use crate::helpers::{spawn_app, spawn_with_settings};
+use fake_llm::{FakeLlm, Step};
 
 /// The result of the n-th tool call of a non-streaming answer.
 fn result(body: &Value, n: usize) -> &Value {

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{TestApp, json_body, spawn_app, spawn_app_with};
+use fake_llm::Step;
 
 /// A chat request as a page's `fetch` without a preflight sends it: `text/plain`.
 async fn browser_post(app: &TestApp, origin: Option<&str>, host: Option<&str>) -> (u16, Value) {

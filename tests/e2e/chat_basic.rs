@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::{Step, Usage};
 use crate::helpers::{names, spawn_app, spawn_app_with};
+use fake_llm::{Step, Usage};
 
 #[tokio::test]
 async fn plain_answer_as_json() {
@@ -203,22 +203,22 @@ async fn several_tool_calls_in_one_reply() {
     app.llm.push(Step::ToolCalls {
         content: Some("Let me plan and check.".into()),
         calls: vec![
-            crate::fake_llm::ToolCall {
+            fake_llm::ToolCall {
                 id: "a".into(),
                 name: "TodoWrite".into(),
                 arguments: json!({"todos": []}).to_string(),
             },
-            crate::fake_llm::ToolCall {
+            fake_llm::ToolCall {
                 id: "b".into(),
                 name: "no_such_tool".into(),
                 arguments: "{}".into(),
             },
-            crate::fake_llm::ToolCall {
+            fake_llm::ToolCall {
                 id: "c".into(),
                 name: "TodoWrite".into(),
                 arguments: "{\"todos\": [".into(),
             },
-            crate::fake_llm::ToolCall {
+            fake_llm::ToolCall {
                 id: "d".into(),
                 name: "TodoWrite".into(),
                 arguments: "[1, 2]".into(),
@@ -315,7 +315,7 @@ async fn costs_when_the_model_has_prices() {
     .await;
     app.llm.push(Step::ToolCalls {
         content: None,
-        calls: vec![crate::fake_llm::ToolCall {
+        calls: vec![fake_llm::ToolCall {
             id: "c".into(),
             name: "TodoWrite".into(),
             arguments: "{\"todos\":[]}".into(),
@@ -349,7 +349,7 @@ async fn reasoning_with_tool_calls_becomes_an_ai_message() {
     let app = spawn_app().await;
     app.llm.push(Step::ToolCalls {
         content: None,
-        calls: vec![crate::fake_llm::ToolCall {
+        calls: vec![fake_llm::ToolCall {
             id: "r".into(),
             name: "TodoWrite".into(),
             arguments: "{\"todos\":[]}".into(),

@@ -5,8 +5,8 @@ use std::process::Output;
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Step};
 use crate::helpers::spawn_app;
+use fake_llm::{FakeLlm, Step};
 
 /// Writes a config pointing at the fake LLM and returns its path.
 pub(crate) fn config_for(llm: &FakeLlm, extra: &str) -> PathBuf {
@@ -330,7 +330,7 @@ async fn json_logs_carry_the_request_id_and_no_prompts() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let client = crate::fake_llm::http_client();
+    let client = crate::helpers::http_client();
     let base = format!("http://127.0.0.1:{port}");
     let mut ready = false;
     for _ in 0..100 {

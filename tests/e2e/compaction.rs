@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{TestApp, names, spawn_app_with};
+use fake_llm::Step;
 
 /// An 8000-token window (4000 reserved for answers): compaction starts near 3600 tokens of
 /// conversation. Only the built-in planning tool, so tool definitions stay small and fixed.

@@ -5,8 +5,8 @@ use serde_json::json;
 use triage::config::Settings;
 
 use crate::cli::{config_for, text, triage, triage_env};
-use crate::fake_llm::{FakeLlm, Step};
 use crate::helpers::spawn_with_settings;
+use fake_llm::{FakeLlm, Step};
 
 fn write_temp(name: &str, contents: &str) -> std::path::PathBuf {
     let path =

@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{spawn_app, spawn_app_with};
+use fake_llm::Step;
 
 /// The trimmed text of a prompt template that has no template syntax, i.e. exactly what the
 /// section renders to.

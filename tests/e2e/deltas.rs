@@ -5,8 +5,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::fake_llm::{Step, ToolCall};
 use crate::helpers::{Event, names, spawn_app, spawn_app_with};
+use fake_llm::{Step, ToolCall};
 
 /// The joined `ai_answer_delta` texts between two non-delta events, one entry per run.
 fn delta_runs(events: &[Event]) -> Vec<String> {

@@ -7,8 +7,9 @@ use serde_json::json;
 use triage::config::Settings;
 
 use crate::cli::{config_for, text, triage, triage_env};
-use crate::fake_llm::{FakeLlm, Step, http_client};
+use crate::helpers::http_client;
 use crate::helpers::{names, spawn_app, spawn_with_settings};
+use fake_llm::{FakeLlm, Step};
 
 #[tokio::test]
 async fn usage_errors_exit_2_and_name_the_fix() {

@@ -7,7 +7,8 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::fake_llm::{FakeLlm, Step, ToolCall, Usage, http_client};
+use crate::helpers::http_client;
+use fake_llm::{FakeLlm, Step, ToolCall, Usage};
 
 const WAIT: Duration = Duration::from_secs(2);
 
@@ -472,4 +473,88 @@ async fn fake_llm_non_streaming_returns_chat_completion() {
     assert_eq!(tc["type"], "function");
     assert_eq!(tc["function"]["name"], "lookup");
     assert_eq!(tc["function"]["arguments"], r#"{"q":"x"}"#);
+}
+
+#[tokio::test]
+async fn fake_llm_drip_repeats_one_piece_and_counts_in_flight() {
+    let fake = FakeLlm::start().await;
+    fake.push(Step::Drip {
+        piece: "tick ".into(),
+        times: 3,
+        interval: Duration::from_millis(20),
+    });
+    let chunks = chunks(&sse_data(post(&fake, &chat_body(true, false)).await).await);
+    assert_eq!(delta_strings(&chunks, "content").0, "tick tick tick ");
+    assert_eq!(finish_reasons(&chunks), vec!["stop"]);
+    assert_eq!((fake.in_flight(), fake.cancellations()), (0, 0));
+
+    // A long drip stays in flight until its client goes away, which counts a cancellation.
+    fake.push(Step::Drip {
+        piece: "tick ".into(),
+        times: 1000,
+        interval: Duration::from_millis(20),
+    });
+    let resp = post(&fake, &chat_body(true, false)).await;
+    let mut events = resp.bytes_stream().eventsource();
+    let _ = events.next().await; // role chunk
+    assert_eq!(fake.in_flight(), 1);
+    drop(events);
+    assert!(fake.wait_for_cancellations(1, WAIT).await);
+    assert_eq!(fake.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn fake_llm_paced_waits_before_and_between_chunks() {
+    let fake = FakeLlm::start().await;
+    fake.push(Step::Paced {
+        before: Duration::from_millis(100),
+        between_chunks: Duration::from_millis(30),
+        step: Box::new(Step::text("one two three")),
+    });
+    let started = Instant::now();
+    let chunks = chunks(&sse_data(post(&fake, &chat_body(true, false)).await).await);
+    // 100 ms before, then 30 ms before each of three words and the finish chunk.
+    assert!(started.elapsed() >= Duration::from_millis(220));
+    assert_eq!(delta_strings(&chunks, "content").0, "one two three");
+}
+
+#[tokio::test]
+async fn fake_llm_raw_responder_sees_the_unparsed_body() {
+    let fake = FakeLlm::start().await;
+    fake.keep_requests(false);
+    fake.set_raw_responder(|body| {
+        let text = String::from_utf8_lossy(body).into_owned();
+        Step::Raw {
+            body: format!("data: {}\n\n", text.len()).into(),
+        }
+    });
+    let body = chat_body(true, false).to_string();
+    let resp = post(&fake, &chat_body(true, false)).await;
+    assert_eq!(
+        resp.text().await.unwrap(),
+        format!("data: {}\n\n", body.len())
+    );
+    assert_eq!(fake.request_count(), 1);
+    assert!(fake.requests().is_empty(), "keep_requests(false)");
+
+    // Kept bodies come back raw, once.
+    fake.keep_requests(true);
+    let _ = post(&fake, &chat_body(false, false)).await;
+    let raw = fake.take_raw_requests();
+    assert_eq!(raw.len(), 1);
+    assert_eq!(raw[0], chat_body(false, false).to_string());
+    assert!(fake.take_raw_requests().is_empty());
+}
+
+#[tokio::test]
+async fn fake_llm_reset_replaces_the_script_and_forgets_requests() {
+    let fake = FakeLlm::start().await;
+    fake.push(Step::text("old"));
+    let _ = post(&fake, &chat_body(false, false)).await;
+    fake.push(Step::text("stale"));
+    fake.reset(vec![Step::text("new")]);
+    assert!(fake.requests().is_empty());
+    assert_eq!(fake.remaining(), 1);
+    let v = json_body(post(&fake, &chat_body(false, false)).await).await;
+    assert_eq!(v["choices"][0]["message"]["content"], "new");
 }

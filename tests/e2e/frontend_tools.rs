@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{names, spawn_app};
+use fake_llm::Step;
 
 fn chart_tool(mode: &str) -> Value {
     json!({

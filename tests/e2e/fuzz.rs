@@ -14,8 +14,8 @@ use serde_json::{Map, Value, json};
 use triage::http::body::parse_json;
 use triage::wire::ChatRequest;
 
-use crate::fake_llm::Step;
 use crate::helpers::{TestApp, read_events, spawn_app};
+use fake_llm::Step;
 
 const CASES: u32 = 256;
 

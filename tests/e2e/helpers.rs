@@ -11,7 +11,7 @@ use serde_json::Value;
 use triage::config::Settings;
 use triage::startup::Application;
 
-use crate::fake_llm::{FakeLlm, http_client};
+use fake_llm::FakeLlm;
 
 pub struct TestApp {
     pub base: String,
@@ -31,6 +31,16 @@ impl Drop for TestApp {
 pub struct Event {
     pub name: String,
     pub data: Value,
+}
+
+/// A `reqwest::Client` for loopback servers (installs the ring rustls provider, which
+/// reqwest's `rustls-no-provider` feature requires, and ignores proxy environment variables).
+pub fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("build reqwest client")
 }
 
 pub async fn spawn_app() -> TestApp {

@@ -2,8 +2,8 @@
 
 use serde_json::json;
 
-use crate::fake_llm::Step;
 use crate::helpers::{spawn_app, spawn_app_with};
+use fake_llm::Step;
 
 const PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 

@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{
     Event, TestApp, json_body, last, names, read_events, spawn_app, spawn_app_with,
 };
+use fake_llm::Step;
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -308,6 +308,33 @@ async fn malformed_chunk_is_an_error() {
     assert_eq!(app.llm.request_count(), 1);
 }
 
+#[tokio::test]
+async fn invalid_utf8_in_the_stream_is_an_error() {
+    let app = spawn_app().await;
+    let mut body = raw_chunk(json!({"content": "ok "}), None).into_bytes();
+    body.extend_from_slice(b"data: {\"choices\":[{\"delta\":{\"content\":\"\xff\xfe\"}}]}\n\n");
+    app.llm.push(Step::Raw { body: body.into() });
+    let events = app.chat_sse(&ask(true)).await;
+    let data = only_error(&events);
+    assert_generic_error(data, "LLM stream broken");
+    assert!(description(data).contains("invalid utf-8"), "{data}");
+    assert_eq!(app.llm.request_count(), 1);
+}
+
+#[tokio::test]
+async fn an_llm_nobody_listens_on_is_a_clear_error() {
+    // Port 9 (discard) on loopback: connection refused, on every attempt.
+    let app = spawn_app_with(
+        "[models.fake]\napi_base = \"http://127.0.0.1:9/v1\"\n[llm]\nretry_max_attempts = 2\n",
+    )
+    .await;
+    let events = app.chat_sse(&ask(true)).await;
+    assert_generic_error(only_error(&events), "cannot reach the LLM");
+    let (status, body) = app.chat_json(&ask(false)).await;
+    assert_eq!(status, 500, "{body}");
+    assert!(detail(&body).contains("cannot reach the LLM"), "{body}");
+}
+
 fn raw_chunk(delta: Value, finish_reason: Option<&str>) -> String {
     let v = json!({
         "id": "chatcmpl-raw",
@@ -326,7 +353,7 @@ async fn finish_reason_without_done_is_accepted() {
         json!({"role": "assistant", "content": "Finished without DONE."}),
         None,
     ) + &raw_chunk(json!({}), Some("stop"));
-    app.llm.push(Step::Raw { body });
+    app.llm.push(Step::Raw { body: body.into() });
     let (status, resp) = app.chat_json(&ask(false)).await;
     assert_eq!(status, 200, "{resp}");
     assert_eq!(resp["analysis"], "Finished without DONE.");
@@ -474,6 +501,24 @@ async fn client_disconnect_non_streaming_cancels_the_llm_call() {
 
 /// Reading a streamed answer to its end counts no cancellation (the control for the tests
 /// above).
+#[tokio::test]
+async fn client_disconnect_during_a_retry_backoff_stops_retrying() {
+    let app =
+        spawn_app_with("[llm]\nretry_base_delay_ms = 1000\nretry_max_delay_ms = 1000\n").await;
+    app.llm.push(error_with_retry_after(503, "busy", "1"));
+    app.llm.push(Step::text("too late"));
+    let resp = app.post_chat(&ask(true)).await;
+    wait_for_llm_request(&app).await;
+    drop(resp);
+    // Past the 1 s backoff: a retry would have arrived by now.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        app.llm.request_count(),
+        1,
+        "a retry was sent for a client that left"
+    );
+}
+
 #[tokio::test]
 async fn a_finished_stream_counts_no_cancellation() {
     let app = spawn_app().await;

@@ -1,6 +1,5 @@
 //! End-to-end tests: the real server over HTTP against a scripted fake LLM.
 
-mod fake_llm;
 mod fake_llm_selftest;
 mod helpers;
 mod kube_standin;
@@ -20,7 +19,6 @@ mod config_honesty;
 mod conversation;
 mod deltas;
 mod errors_and_exits;
-mod faults;
 mod frontend_tools;
 mod fuzz;
 mod images;

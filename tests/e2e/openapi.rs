@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{Event, TestApp, json_body, spawn_app, spawn_app_with};
+use fake_llm::Step;
 
 /// Path → methods of every `.route(PATH, METHOD(…))` in `src/http` (the router and the
 /// routers it merges). `PATH` is a literal or a `const` of the same file. A `.nest*` prefix is

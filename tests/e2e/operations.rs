@@ -7,8 +7,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use triage::config::Settings;
 use triage::startup::Application;
 
-use crate::fake_llm::{FakeLlm, Step, http_client};
+use crate::helpers::http_client;
 use crate::helpers::{names, read_events, spawn_app, spawn_app_with};
+use fake_llm::{FakeLlm, Step};
 
 fn slow(chunks: usize, ms: u64) -> Step {
     Step::Slow {

@@ -35,8 +35,7 @@ fn documented_keys() -> Vec<String> {
 
 #[test]
 fn every_setting_is_documented() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = readme();
     let missing: Vec<String> = documented_keys()
         .into_iter()
         .filter(|k| !readme.contains(&format!("`{k}`")))
@@ -49,8 +48,7 @@ fn every_setting_is_documented() {
 
 #[test]
 fn every_holmes_variable_is_documented() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+    let readme = readme();
     let mut vars: Vec<&str> = HOLMES_ENV.iter().map(|(v, _)| *v).collect();
     vars.extend([
         "OPENAI_API_KEY",
@@ -108,13 +106,5 @@ fn the_readme_stands_alone() {
             path.exists(),
             "README.md links to {link}, which does not exist"
         );
-    }
-}
-
-#[test]
-#[ignore = "prints the keys, for writing the README"]
-fn print_keys() {
-    for k in documented_keys() {
-        println!("{k}");
     }
 }

@@ -9,9 +9,9 @@ use triage::startup::Application;
 use triage::tools::ToolsetStatus;
 use triage::tools::kubernetes::KubernetesConfig;
 
-use crate::fake_llm::Step;
 use crate::helpers::spawn_app_with;
 use crate::kube_standin::{kubeconfig_text, unique_temp_dir};
+use fake_llm::Step;
 
 fn running_as_root() -> bool {
     // SAFETY: geteuid only reads the process's credentials.

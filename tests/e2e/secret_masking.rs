@@ -5,7 +5,8 @@
 
 use serde_json::json;
 
-use crate::fake_llm::{FakeLlm, Step, http_client};
+use crate::helpers::http_client;
+use fake_llm::{FakeLlm, Step};
 
 const LIST_KEY: &str = "sk-list-file-key-4711";
 const AZURE_KEY: &str = "azure-key-0815-abcdef";

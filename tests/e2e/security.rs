@@ -9,8 +9,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use triage::config::Settings;
 use triage::startup::Application;
 
-use crate::fake_llm::{FakeLlm, Step, http_client};
+use crate::helpers::http_client;
 use crate::helpers::{json_body, spawn_app_with};
+use fake_llm::{FakeLlm, Step};
 
 const KEYS: &str = "[server]\napi_keys = [\"key-one-111\", \"key-two-222\"]\n";
 
@@ -112,31 +113,71 @@ async fn raw_get_status(base: &str, path: &str) -> u16 {
         .unwrap_or(0)
 }
 
+/// `triage serve` with `env` on a free port of every interface: its exit output, or `None`
+/// once it answers /readyz (the child is then killed).
+async fn serve_on_all_interfaces(env: &[(&str, &str)]) -> Option<std::process::Output> {
+    let llm = FakeLlm::start().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = crate::cli::config_for(&llm, "");
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("TRIAGE_CONFIG", &config)
+        .env("HOLMES_HOST", "0.0.0.0")
+        .env("HOLMES_PORT", port.to_string())
+        .envs(env.iter().copied())
+        .arg("serve")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut server = cmd.spawn().unwrap();
+    let client = http_client();
+    for _ in 0..200 {
+        if let Some(status) = server.try_wait().unwrap() {
+            let mut output = server.wait_with_output().await.unwrap();
+            output.status = status;
+            return Some(output);
+        }
+        let ready = client
+            .get(format!("http://127.0.0.1:{port}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200);
+        if ready {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("triage serve neither exited nor became ready");
+}
+
 #[tokio::test]
 async fn refuses_to_start_open_to_the_network_without_a_key() {
-    let settings = Settings::from_toml(
-        "[server]\nhost = \"0.0.0.0\"\nport = 0\n[toolsets.kubernetes]\nenabled = false\n",
-    )
-    .unwrap();
-    let err = Application::build(settings)
+    let refused = serve_on_all_interfaces(&[])
         .await
-        .err()
-        .expect("refused")
-        .to_string();
+        .expect("refuses to serve 0.0.0.0 without a key");
+    let err = crate::cli::text(&refused.stderr);
+    assert_eq!(
+        refused.status.code(),
+        Some(2),
+        "a configuration error: {err}"
+    );
     assert!(
         err.contains("HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED=true"),
-        "{err}"
+        "names the way out: {err}"
     );
-    let settings = Settings::from_toml(
-        "[server]\nhost = \"0.0.0.0\"\nport = 0\nallow_unauthenticated = true\n[toolsets.kubernetes]\nenabled = false\n",
-    )
-    .unwrap();
-    assert!(Application::build(settings).await.is_ok());
-    let settings = Settings::from_toml(
-        "[server]\nhost = \"0.0.0.0\"\nport = 0\napi_keys = [\"k-123456\"]\n[toolsets.kubernetes]\nenabled = false\n",
-    )
-    .unwrap();
-    assert!(Application::build(settings).await.is_ok());
+    // The two ways to serve the network: a key, or saying it is meant.
+    for env in [
+        ("HOLMES_API_KEY", "k-123456"),
+        ("HOLMES_UNSAFE_ALLOW_UNAUTHENTICATED", "true"),
+    ] {
+        let exited = serve_on_all_interfaces(&[env]).await;
+        assert!(exited.is_none(), "{env:?}: {exited:?}");
+    }
 }
 
 #[tokio::test]

@@ -7,8 +7,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::fake_llm::Step;
 use crate::helpers::{TestApp, spawn_app_with};
+use fake_llm::Step;
 
 async fn connect(app: &TestApp) -> TcpStream {
     TcpStream::connect(app.base.trim_start_matches("http://"))

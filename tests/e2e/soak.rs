@@ -16,8 +16,8 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{Event, TestApp, spawn_app};
+use fake_llm::Step;
 
 const CONCURRENCY: usize = 64;
 /// A request longer than this is an error (the fake LLM answers at once, or in ~1 s when slow).

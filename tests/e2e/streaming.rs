@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::fake_llm::Step;
 use crate::helpers::{TestApp, spawn_app_with};
+use fake_llm::Step;
 
 const KEEPALIVE: &str = ": keep-alive";
 

@@ -1,9 +1,12 @@
-//! Tool results the agent must police: oversized output, repeated identical calls.
+//! Tool results the agent must police: oversized output, repeated identical calls; and a tool
+//! run that ends with its client.
+
+use std::time::Duration;
 
 use serde_json::json;
 
-use crate::fake_llm::Step;
 use crate::helpers::spawn_app_with;
+use fake_llm::Step;
 
 #[tokio::test]
 async fn oversized_output_is_cut_and_reported() {
@@ -50,7 +53,7 @@ async fn identical_calls_in_one_request_are_refused() {
     // Same arguments, keys in another order and spacing: still the same call.
     app.llm.push(Step::ToolCalls {
         content: None,
-        calls: vec![crate::fake_llm::ToolCall {
+        calls: vec![fake_llm::ToolCall {
             id: "again".into(),
             name: "TodoWrite".into(),
             arguments: r#"{"todos": [{"status": "pending", "content": "check logs", "id": "1"}]}"#
@@ -78,4 +81,48 @@ async fn identical_calls_in_one_request_are_refused() {
     app.llm.push(Step::text("done"));
     let (_, body) = app.chat_json(&json!({"ask": "q"})).await;
     assert_eq!(body["tool_calls"][1]["result"]["status"], "success");
+}
+
+/// Whether a process whose command line contains `pattern` runs.
+fn running(pattern: &str) -> bool {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .expect("pgrep");
+    !out.stdout.is_empty()
+}
+
+#[tokio::test]
+async fn disconnect_during_a_tool_run_kills_the_tool() {
+    let app = spawn_app_with("[toolsets.bash]\nallow = [\"sleep\"]\n").await;
+    // A unique duration makes the process easy to find.
+    let secs = format!("7.{}", std::process::id() % 1000 + 100);
+    let command = format!("sleep {secs} | cat");
+    app.llm
+        .push(Step::tool("slow", "bash", json!({"command": command})));
+    let resp = app.post_chat(&json!({"ask": "q", "stream": true})).await;
+    let mut started = false;
+    for _ in 0..50 {
+        if running(&format!("sleep {secs}")) {
+            started = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(started, "the tool never started");
+    drop(resp);
+    let mut gone = false;
+    for _ in 0..40 {
+        if !running(&format!("sleep {secs}")) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the tool outlived the client");
+    assert_eq!(
+        app.llm.request_count(),
+        1,
+        "no second LLM call for a client that left"
+    );
 }

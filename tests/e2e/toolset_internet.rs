@@ -14,7 +14,7 @@ use triage::tools::internet::{InternetConfig, toolset};
 use triage::tools::{Tool, ToolContext, ToolOutput, Toolset, ToolsetStatus};
 use triage::wire::events::ToolStatus;
 
-use crate::fake_llm::http_client;
+use crate::helpers::http_client;
 
 const PAGE: &str = r#"<!DOCTYPE html>
 <html><head><title>Runbook: disk full</title>

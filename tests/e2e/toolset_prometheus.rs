@@ -10,7 +10,7 @@ use triage::tools::prometheus::{PrometheusConfig, toolset};
 use triage::tools::{ToolOutput, ToolsetStatus};
 use triage::wire::events::ToolStatus;
 
-use crate::fake_llm::http_client;
+use crate::helpers::http_client;
 use crate::helpers::{call, tool};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";

@@ -1,0 +1,373 @@
+//! A scripted fake LLM that speaks the OpenAI chat-completions wire format (streaming SSE and
+//! non-streaming JSON) on a loopback port: the one fake behind triage's end-to-end tests, the
+//! browser harness, the examples and the load benchmark.
+//!
+//! Each request to `POST /v1/chat/completions` (or `/chat/completions`) is counted, recorded (its raw body,
+//! unless [`FakeLlm::keep_requests`] is off) and consumes the next scripted [`Step`] (FIFO).
+//! When the script is empty the fake answers HTTP 500
+//! `{"error":{"message":"fake llm: script exhausted","type":"server_error"}}`, unless a
+//! responder was set ([`FakeLlm::set_responder`], [`FakeLlm::set_raw_responder`],
+//! [`FakeLlm::set_default`]): then the responder picks the step from the request (long,
+//! concurrent runs). `GET /v1/models` answers the model list ([`FakeLlm::set_models`]).
+
+mod step;
+mod wire;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+pub use step::{Step, ToolCall, Usage};
+
+/// The body of the HTTP 500 answered when the script is exhausted.
+pub const EXHAUSTED_MESSAGE: &str = "fake llm: script exhausted";
+
+type JsonResponder = Arc<dyn Fn(&Value) -> Step + Send + Sync>;
+type RawResponder = Arc<dyn Fn(&[u8]) -> Step + Send + Sync>;
+
+#[derive(Clone)]
+enum Responder {
+    Json(JsonResponder),
+    Raw(RawResponder),
+}
+
+struct Script {
+    steps: VecDeque<Step>,
+    /// Raw bodies, parsed only when read: keeping one costs a reference count.
+    requests: Vec<Bytes>,
+    keep_requests: bool,
+    responder: Option<Responder>,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            steps: VecDeque::new(),
+            requests: Vec::new(),
+            keep_requests: true,
+            responder: None,
+        }
+    }
+}
+
+struct Inner {
+    script: Mutex<Script>,
+    /// Requests received, kept or not.
+    count: AtomicUsize,
+    /// What GET /v1/models answers: the listed ids, or an error status.
+    models: Mutex<Result<Vec<String>, u16>>,
+    cancellations: AtomicUsize,
+    in_flight: AtomicUsize,
+    changed: tokio::sync::Notify,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            script: Mutex::default(),
+            count: AtomicUsize::default(),
+            models: Mutex::new(Ok(vec!["fake-model".to_owned()])),
+            cancellations: AtomicUsize::default(),
+            in_flight: AtomicUsize::default(),
+            changed: tokio::sync::Notify::default(),
+        }
+    }
+}
+
+impl Inner {
+    /// A test that panicked while holding the lock must not hide its own failure behind a
+    /// poisoned mutex here.
+    fn script(&self) -> MutexGuard<'_, Script> {
+        self.script.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Aborts the accept loop when the last `FakeLlm` clone goes away.
+struct ServerTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ServerTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A scripted fake OpenAI-compatible LLM server on 127.0.0.1.
+#[derive(Clone)]
+pub struct FakeLlm {
+    inner: Arc<Inner>,
+    addr: SocketAddr,
+    _task: Arc<ServerTask>,
+}
+
+impl FakeLlm {
+    /// Binds 127.0.0.1:0 and serves in a spawned tokio task.
+    pub async fn start() -> FakeLlm {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("fake llm: bind 127.0.0.1:0");
+        FakeLlm::serve(listener)
+    }
+
+    /// Serves on `listener` in a spawned tokio task: HTTP/1 with TCP_NODELAY, as OpenAI
+    /// clients speak to a plain-HTTP base URL.
+    pub fn serve(listener: tokio::net::TcpListener) -> FakeLlm {
+        let inner = Arc::new(Inner::default());
+        let addr = listener.local_addr().expect("fake llm: local_addr");
+        let app = Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .route("/chat/completions", post(complete))
+            .route("/v1/models", get(list_models))
+            .layer(DefaultBodyLimit::disable())
+            .with_state(inner.clone());
+        let task = tokio::spawn(async move {
+            loop {
+                let (tcp, _) = match listener.accept().await {
+                    Ok(c) => c,
+                    Err(_) => {
+                        // Out of descriptors, typically: wait for some to close.
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        continue;
+                    }
+                };
+                let _ = tcp.set_nodelay(true);
+                let service = hyper_util::service::TowerToHyperService::new(app.clone());
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                        .await;
+                });
+            }
+        });
+        FakeLlm {
+            inner,
+            addr,
+            _task: Arc::new(ServerTask(task)),
+        }
+    }
+
+    /// e.g. "http://127.0.0.1:PORT/v1"
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The bound socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What GET /v1/models answers from now on: these ids, or an error status.
+    pub fn set_models(&self, models: Result<&[&str], u16>) {
+        *self.inner.models.lock().unwrap_or_else(|e| e.into_inner()) =
+            models.map(|ids| ids.iter().map(|id| (*id).to_owned()).collect());
+    }
+
+    /// Append a scripted step (FIFO).
+    pub fn push(&self, step: Step) {
+        self.inner.script().steps.push_back(step);
+    }
+
+    /// Replace the script and forget the recorded requests.
+    pub fn reset(&self, steps: Vec<Step>) {
+        let mut script = self.inner.script();
+        script.steps = steps.into();
+        script.requests.clear();
+    }
+
+    /// When the script is empty, answer every request with a clone of `step`
+    /// (instead of HTTP 500).
+    pub fn set_default(&self, step: Step) {
+        self.set_responder(move |_| step.clone());
+    }
+
+    /// When the script is empty, answer with the step `f` picks for the request body
+    /// (instead of HTTP 500). Scripted steps still come first.
+    pub fn set_responder(&self, f: impl Fn(&Value) -> Step + Send + Sync + 'static) {
+        self.inner.script().responder = Some(Responder::Json(Arc::new(f)));
+    }
+
+    /// As [`FakeLlm::set_responder`], from the unparsed request body: for a benchmark, where
+    /// parsing every body would weigh on the figures.
+    pub fn set_raw_responder(&self, f: impl Fn(&[u8]) -> Step + Send + Sync + 'static) {
+        self.inner.script().responder = Some(Responder::Raw(Arc::new(f)));
+    }
+
+    /// `false`: count requests but do not keep their bodies (`requests()` stays
+    /// empty), so a long run does not grow the process. Default `true`.
+    pub fn keep_requests(&self, keep: bool) {
+        self.inner.script().keep_requests = keep;
+    }
+
+    /// Number of scripted steps not yet consumed.
+    pub fn remaining(&self) -> usize {
+        self.inner.script().steps.len()
+    }
+
+    /// Bodies of every request received so far (parsed JSON), in arrival order.
+    /// A body that is not valid JSON is recorded as a JSON string of its text.
+    pub fn requests(&self) -> Vec<Value> {
+        self.inner
+            .script()
+            .requests
+            .iter()
+            .map(|b| parse(b))
+            .collect()
+    }
+
+    /// The recorded bodies as received, which are then forgotten.
+    pub fn take_raw_requests(&self) -> Vec<Bytes> {
+        std::mem::take(&mut self.inner.script().requests)
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.inner.count.load(Ordering::SeqCst)
+    }
+
+    /// Number of responses whose body (or pending handler, for hangs) was
+    /// dropped before the step finished.
+    pub fn cancellations(&self) -> usize {
+        self.inner.cancellations.load(Ordering::SeqCst)
+    }
+
+    /// Streamed responses (and hangs) begun and not yet finished or dropped.
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `cancellations() >= n` or the timeout passes.
+    pub async fn wait_for_cancellations(&self, n: usize, timeout: Duration) -> bool {
+        self.wait_until(timeout, |f| f.cancellations() >= n).await
+    }
+
+    /// Waits until `request_count() >= n` or the timeout passes.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
+        self.wait_until(timeout, |f| f.request_count() >= n).await
+    }
+
+    async fn wait_until(&self, timeout: Duration, cond: impl Fn(&FakeLlm) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.inner.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if cond(self) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            // Also re-check periodically as a safety net.
+            let wait = (deadline - now).min(Duration::from_millis(50));
+            let _ = tokio::time::timeout(wait, notified).await;
+        }
+    }
+}
+
+fn parse(raw: &[u8]) -> Value {
+    serde_json::from_slice(raw)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(raw).into_owned()))
+}
+
+async fn list_models(State(inner): State<Arc<Inner>>) -> Response {
+    let models = inner
+        .models
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    match models {
+        Ok(ids) => {
+            let data: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({"id": id, "object": "model", "owned_by": "fake"}))
+                .collect();
+            wire::json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
+        }
+        Err(status) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            wire::json_response(
+                status,
+                &json!({"error": {"message": "refused by the fake"}}),
+            )
+        }
+    }
+}
+
+async fn complete(State(inner): State<Arc<Inner>>, raw: Bytes) -> Response {
+    inner.count.fetch_add(1, Ordering::SeqCst);
+    let (scripted, responder) = {
+        let mut script = inner.script();
+        if script.keep_requests {
+            script.requests.push(raw.clone());
+        }
+        let step = script.steps.pop_front();
+        let responder = if step.is_none() {
+            script.responder.clone()
+        } else {
+            None
+        };
+        (step, responder)
+    };
+    inner.changed.notify_waiters();
+
+    // Parsed once, and only when something needs it.
+    let mut body: Option<Value> = None;
+    // The responder runs outside the lock: it may be slow, and may call into the fake.
+    let step = scripted.or_else(|| match responder? {
+        Responder::Json(f) => Some(f(body.get_or_insert_with(|| parse(&raw)))),
+        Responder::Raw(f) => Some(f(&raw)),
+    });
+    let Some(step) = step else {
+        return wire::json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &json!({"error": {"message": EXHAUSTED_MESSAGE, "type": "server_error"}}),
+        );
+    };
+    wire::answer(
+        inner,
+        step,
+        || body.unwrap_or_else(|| parse(&raw)),
+        raw.len(),
+    )
+    .await
+}
+
+/// Counts a response in flight while it lives, and a cancellation on drop unless
+/// `finish()` was called.
+struct CancelGuard {
+    inner: Arc<Inner>,
+    done: bool,
+}
+
+impl CancelGuard {
+    fn new(inner: &Arc<Inner>) -> Self {
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        CancelGuard {
+            inner: inner.clone(),
+            done: false,
+        }
+    }
+
+    fn finish(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        self.inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if !self.done {
+            self.inner.cancellations.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.changed.notify_waiters();
+    }
+}
