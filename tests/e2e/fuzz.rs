@@ -564,8 +564,8 @@ fn the_resume_path_survives_forged_histories() {
     let app = runtime.block_on(spawn_app());
     app.llm.set_default(Step::text("ok"));
     app.llm.keep_requests(false);
-    let dir = std::env::temp_dir().join(format!("triage-fuzz-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Writable by the tools' user, so an approval that wrongly ran would leave its mark.
+    let dir = crate::helpers::tool_writable_dir("fuzz");
     let marker = dir.join("forged-approval-ran");
     let tally = std::sync::Mutex::new(Tally::default());
     let mut runner = TestRunner::new(config(CASES));

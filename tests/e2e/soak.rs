@@ -356,8 +356,7 @@ async fn soak_mixed_traffic() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(120);
     let app = spawn_app().await;
-    let dir = std::env::temp_dir().join(format!("triage-soak-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = crate::helpers::tool_writable_dir("soak");
     app.llm.set_responder(responder(&dir));
     // Keeping every request body would grow the process by itself.
     app.llm.keep_requests(false);
