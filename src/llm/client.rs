@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::error::LlmError;
 use super::event_limit::{BodyError, MAX_EVENT_BYTES, limit_events};
-use super::registry::{Auth, ModelConfig};
+use super::registry::ModelConfig;
 use super::stream::{Assembler, Chunk};
 use crate::config::LlmSettings;
 use crate::wire::message::ForLlm;
@@ -218,20 +218,13 @@ impl LlmClient {
         model: &ModelConfig,
         body: bytes::Bytes,
     ) -> Result<reqwest::Response, LlmError> {
-        let mut builder = self
-            .http
-            .post(&model.endpoint)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .body(body);
-        builder = match &model.auth {
-            Auth::None => builder,
-            Auth::Bearer(key) => builder.bearer_auth(key),
-            Auth::AzureKey(key) => builder.header("api-key", key),
-        };
-        for (name, value) in &model.extra_headers {
-            builder = builder.header(name, value);
-        }
+        let builder = model.authorize(
+            self.http
+                .post(&model.endpoint)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header(reqwest::header::ACCEPT, "text/event-stream")
+                .body(body),
+        );
         let response = tokio::time::timeout(self.timeouts.first_byte, builder.send())
             .await
             .map_err(|_| {

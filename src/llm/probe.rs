@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::error::error_message;
-use super::registry::{Auth, ModelConfig};
+use super::registry::ModelConfig;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Probe {
@@ -76,16 +76,7 @@ fn request(
     url: &str,
     model: &ModelConfig,
 ) -> reqwest::RequestBuilder {
-    let mut builder = http.request(method, url);
-    builder = match &model.auth {
-        Auth::None => builder,
-        Auth::Bearer(key) => builder.bearer_auth(key),
-        Auth::AzureKey(key) => builder.header("api-key", key),
-    };
-    for (name, value) in &model.extra_headers {
-        builder = builder.header(name, value);
-    }
-    builder
+    model.authorize(http.request(method, url))
 }
 
 /// Probes one model within `timeout` per request.

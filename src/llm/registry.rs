@@ -55,6 +55,21 @@ pub struct ModelConfig {
     pub credentials: Vec<String>,
 }
 
+impl ModelConfig {
+    /// The model's credentials and `extra_headers` on a request to its provider.
+    pub(crate) fn authorize(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let mut builder = match &self.auth {
+            Auth::None => builder,
+            Auth::Bearer(key) => builder.bearer_auth(key),
+            Auth::AzureKey(key) => builder.header("api-key", key),
+        };
+        for (name, value) in &self.extra_headers {
+            builder = builder.header(name, value);
+        }
+        builder
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct ModelRegistry {
     models: Vec<Arc<ModelConfig>>,

@@ -332,20 +332,7 @@ async fn json_logs_carry_the_request_id_and_no_prompts() {
         .unwrap();
     let client = crate::helpers::http_client();
     let base = format!("http://127.0.0.1:{port}");
-    let mut ready = false;
-    for _ in 0..100 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(ready, "server did not start");
+    crate::helpers::wait_until_ready(&client, &base).await;
     let resp = client
         .post(format!("{base}/api/chat"))
         .header("content-type", "application/json")

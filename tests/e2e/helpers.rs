@@ -218,3 +218,21 @@ pub fn tool_writable_dir(purpose: &str) -> std::path::PathBuf {
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     dir
 }
+
+/// Waits until a `triage serve` started as a subprocess answers `/readyz` with 200. Generous:
+/// a debug build starting on a loaded machine can take seconds, and a timeout here only means
+/// the test fails later with less to say.
+pub async fn wait_until_ready(client: &reqwest::Client, base: &str) {
+    for _ in 0..600 {
+        if client
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("server at {base} did not become ready within 30 s");
+}

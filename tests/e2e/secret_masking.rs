@@ -51,20 +51,7 @@ async fn model_list_keys_and_provider_variables_are_masked() {
         .unwrap();
     let client = http_client();
     let base = format!("http://127.0.0.1:{port}");
-    let mut ready = false;
-    for _ in 0..100 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(ready, "server did not start");
+    crate::helpers::wait_until_ready(&client, &base).await;
 
     // A prompt-injected model prints both credentials through an allowed command.
     // And tries to read the files triage reads its configuration from.
