@@ -314,11 +314,7 @@ async fn holmesgpt_environment_works_unchanged() {
 async fn json_logs_carry_the_request_id_and_no_prompts() {
     let llm = FakeLlm::start().await;
     llm.push(Step::error(400, "refused by the provider"));
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::helpers::free_port();
     let config = config_for(&llm, &format!("[server]\nport = {port}\n"));
     let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"))
         .env_clear()

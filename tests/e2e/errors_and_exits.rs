@@ -222,11 +222,7 @@ async fn kubectl_too_old_is_reported_by_check_and_api_info() {
 #[tokio::test]
 async fn serve_takes_host_and_port_flags_and_logs_each_problem_once_without_colour() {
     let llm = FakeLlm::start().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::helpers::free_port();
     let kubectl = fake_kubectl(32);
     let config = config_for(&llm, "");
     let text_config = std::fs::read_to_string(&config).unwrap().replace(

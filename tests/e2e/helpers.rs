@@ -236,3 +236,9 @@ pub async fn wait_until_ready(client: &reqwest::Client, base: &str) {
     }
     panic!("server at {base} did not become ready within 30 s");
 }
+
+/// A loopback port that was free a moment ago, for a server started as a subprocess.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local address").port()
+}

@@ -26,11 +26,7 @@ async fn model_list_keys_and_provider_variables_are_masked() {
     )
     .unwrap();
     let config = dir.join("triage.toml");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::helpers::free_port();
     std::fs::write(
         &config,
         format!(

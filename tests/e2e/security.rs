@@ -117,11 +117,7 @@ async fn raw_get_status(base: &str, path: &str) -> u16 {
 /// once it answers /readyz (the child is then killed).
 async fn serve_on_all_interfaces(env: &[(&str, &str)]) -> Option<std::process::Output> {
     let llm = FakeLlm::start().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::helpers::free_port();
     let config = crate::cli::config_for(&llm, "");
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"));
     cmd.env_clear()

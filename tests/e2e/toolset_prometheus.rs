@@ -40,11 +40,6 @@ impl PromServer {
     }
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local address").port()
-}
-
 /// These tests need the real server; say so loudly instead of passing without it.
 fn require_prometheus() {
     assert!(
@@ -56,7 +51,7 @@ fn require_prometheus() {
 
 async fn start_prometheus() -> PromServer {
     require_prometheus();
-    let port = free_port();
+    let port = crate::helpers::free_port();
     let dir = std::env::temp_dir().join(format!("triage-prom-{}-{port}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("data")).expect("create the Prometheus directory");
@@ -384,7 +379,7 @@ async fn tools_against_a_real_prometheus() {
 #[tokio::test]
 async fn unreachable_prometheus_is_unavailable_with_a_reason() {
     let client = http_client();
-    let port = free_port();
+    let port = crate::helpers::free_port();
     let cfg = PrometheusConfig {
         url: Some(format!("http://127.0.0.1:{port}")),
         ..PrometheusConfig::default()
