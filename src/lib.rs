@@ -1,6 +1,9 @@
 //! triage: a HolmesGPT-compatible troubleshooting agent server.
 //!
-//! Data flows one way: `http` → `agent` (the loop) → `llm` / `tools` → events → `http`.
+//! Data flows one way: front doors (`http`, `cli`, through `stateless`) → `agent` (the core:
+//! a run state plus an input becomes a stream of domain events) → `llm` providers and `tools`
+//! → events → adapters (`stateless` renders HolmesGPT's `wire` frames). See
+//! docs/architecture.md.
 
 pub mod agent;
 pub mod cli;
@@ -12,6 +15,7 @@ pub mod llm;
 pub mod prompt;
 pub mod sandbox;
 pub mod startup;
+pub mod stateless;
 pub mod telemetry;
 pub mod tools;
 pub mod wire;

@@ -8,15 +8,14 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::agent::{
-    Agent, AgentOptions, ApprovalSigner, CompactionOptions, ImageLimits, SecretMasker,
-};
+use crate::agent::{Agent, AgentOptions, CompactionOptions, ImageLimits, SecretMasker};
 use crate::config::{ConfigError, Settings};
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
-use crate::llm::{LlmClient, ModelRegistry};
+use crate::llm::{Llm, ModelRegistry, OpenAiClient};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
+use crate::stateless::{ApprovalSigner, StatelessChat};
 use crate::tools::{self, ToolRegistry, ToolsetStatus};
 
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +94,9 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
         settings.prompts.enabled.as_deref(),
         settings.prompts.dir.as_deref(),
     )?;
-    let llm = LlmClient::new(&settings.llm)?;
+    let openai = OpenAiClient::new(&settings.llm)?;
+    let timeouts = openai.timeouts();
+    let llm = Llm::new(Arc::new(openai), timeouts.request, timeouts.first_byte);
     let a = &settings.agent;
     let masker = SecretMasker::new(crate::credentials::known_secrets(settings, &models));
     Ok(Arc::new(Agent {
@@ -103,10 +104,6 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
         llm,
         prompts,
         tools,
-        signer: ApprovalSigner::new(
-            settings.approvals.signing_key.as_deref(),
-            settings.approvals.token_ttl_secs,
-        ),
         options: AgentOptions {
             max_steps: a.max_steps,
             tool_budget_pct: a.tool_budget_pct,
@@ -125,6 +122,15 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
             threshold_pct: settings.compaction.threshold_pct,
         },
     }))
+}
+
+/// The stateless `/api/chat` front door over an agent, with the approval signing key.
+pub fn stateless_chat(settings: &Settings, agent: Arc<Agent>) -> Arc<StatelessChat> {
+    let signer = ApprovalSigner::new(
+        settings.approvals.signing_key.as_deref(),
+        settings.approvals.token_ttl_secs,
+    );
+    Arc::new(StatelessChat::new(agent, signer))
 }
 
 /// Every file triage reads configuration or credentials from: its config file, the model list,
@@ -289,6 +295,7 @@ impl Application {
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let secs = Duration::from_secs_f64;
         let state = AppState {
+            chat: stateless_chat(&settings, agent.clone()),
             agent,
             keepalive: (server.keepalive_interval_secs > 0.0)
                 .then(|| secs(server.keepalive_interval_secs)),

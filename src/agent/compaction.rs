@@ -4,15 +4,16 @@
 //! summarise in one request is summarised in chunks, each with the previous summary.
 
 use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::Agent;
-use super::chat_loop::Run;
+use super::error::{RunError, RunErrorKind};
+use super::event::{AgentEvent, CompactionStarted};
+use super::run::Live;
+use super::setup::RunSetup;
 use crate::context::conversation::Conversation;
 use crate::llm::{CompletionRequest, LlmError, ModelConfig};
 use crate::wire::Message;
-use crate::wire::events::{
-    Compacted, CompactedMetadata, CompactionCost, CompactionStart, CompactionStartMetadata,
-};
 use crate::wire::response::Usage;
 
 #[derive(Debug, Clone, Copy)]
@@ -33,57 +34,122 @@ pub(super) enum CompactionError {
     Prompt(String),
 }
 
-pub(super) struct Outcome {
-    pub event: Compacted,
+/// What a compaction did.
+#[derive(Debug, Clone)]
+pub struct CompactionReport {
+    pub summary: String,
+    /// The new history: system prompt, summary, last user message.
+    pub messages: Vec<Message>,
+    pub initial_tokens: u32,
+    pub compacted_tokens: u32,
+    pub num_messages_before: usize,
+    pub context_window: u32,
+    pub threshold_pct: u32,
+    /// Summary requests made (chunks and retries).
+    pub summarization_requests: u32,
+    pub usage: Usage,
+    pub cost: f64,
+}
+
+/// Summary requests of one compaction: their usage, their count, and the call slot the run
+/// reserved (for the first of them).
+struct SummaryCalls {
+    usage: Usage,
+    requests: u32,
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl Agent {
     /// Tokens the next LLM call needs: the conversation, the tool definitions, the answer.
-    pub(super) fn needed_tokens(run: &Run, tools_tokens: u32, model: &ModelConfig) -> u64 {
-        u64::from(run.conv.total()) + u64::from(tools_tokens) + u64::from(model.max_output_tokens)
+    fn needed_tokens(live: &Live, s: &RunSetup) -> u64 {
+        u64::from(live.conv.total())
+            + u64::from(s.tools_tokens)
+            + u64::from(s.model.max_output_tokens)
     }
 
-    pub(super) fn over_threshold(&self, run: &Run, tools_tokens: u32, model: &ModelConfig) -> bool {
-        let limit =
-            u64::from(model.context_window) * u64::from(self.compaction.threshold_pct) / 100;
-        Self::needed_tokens(run, tools_tokens, model) > limit
-    }
-
-    pub(super) fn fits(run: &Run, tools_tokens: u32, model: &ModelConfig) -> bool {
-        Self::needed_tokens(run, tools_tokens, model) <= u64::from(model.context_window)
-    }
-
-    pub(super) fn compaction_start(
+    /// Compacts the history when the next call would pass the threshold; fails the run when it
+    /// still does not fit the window.
+    pub(super) async fn compact_if_needed(
         &self,
-        run: &Run,
-        tools_tokens: u32,
-        model: &ModelConfig,
-    ) -> CompactionStart {
-        let initial = run.conv.total() + tools_tokens;
-        CompactionStart {
-            content: format!(
-                "Compacting conversation history ({initial} tokens, {} messages)...",
-                run.conv.len()
-            ),
-            metadata: CompactionStartMetadata {
-                initial_tokens: initial,
-                num_messages: run.conv.len(),
-                max_context_size: model.context_window,
-                threshold_pct: self.compaction.threshold_pct,
-            },
+        s: &RunSetup,
+        live: &mut Live,
+    ) -> Result<(), RunError> {
+        let threshold =
+            u64::from(s.model.context_window) * u64::from(self.compaction.threshold_pct) / 100;
+        if Self::needed_tokens(live, s) <= threshold || live.state.compaction_gave_up {
+            return Ok(());
         }
+        let why = if self.compaction.enabled {
+            let initial = live.conv.total() + s.tools_tokens;
+            live.emit.emit(AgentEvent::CompactionStarted(CompactionStarted {
+                initial_tokens: initial,
+                num_messages: live.conv.len(),
+                context_window: s.model.context_window,
+                threshold_pct: self.compaction.threshold_pct,
+            }));
+            match self.compact(s, live).await {
+                Ok(Some(report)) => {
+                    let notice = format!(
+                        "The conversation history was compacted from {} to {} tokens to fit the model's context window.",
+                        report.initial_tokens, report.compacted_tokens
+                    );
+                    metrics::counter!("triage_compactions_total", "outcome" => "compacted")
+                        .increment(1);
+                    live.emit.emit(AgentEvent::Compacted(Box::new(report)));
+                    live.emit.emit(AgentEvent::Notice(notice));
+                    // Meters update at once, as the reference reports. The duplicate guard
+                    // keeps what ran before: a model that lost a result to the summary must
+                    // not re-run it (and compact again) until max_steps.
+                    live.emit_usage(s);
+                    None
+                }
+                Ok(None) => {
+                    live.state.compaction_gave_up = true;
+                    Some("compaction did not make it smaller".to_owned())
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "compaction failed");
+                    // Not again in this run: each attempt costs an LLM call.
+                    live.state.compaction_gave_up = true;
+                    Some(format!("compaction failed ({e})"))
+                }
+            }
+        } else {
+            Some("conversation history compaction is disabled".to_owned())
+        };
+        if Self::needed_tokens(live, s) <= u64::from(s.model.context_window) {
+            return Ok(());
+        }
+        let mut text = format!(
+            "The conversation no longer fits in the model's context window: the next request needs {} tokens \
+             (including {} reserved for the answer) and the window is {} tokens; {}. Please start a new conversation.",
+            Self::needed_tokens(live, s),
+            s.model.max_output_tokens,
+            s.model.context_window,
+            why.unwrap_or_else(|| "compaction failed to reduce the tokens sufficiently".to_owned()),
+        );
+        // The reason may quote a provider error, which can echo credentials.
+        self.masker.mask(&mut text);
+        live.emit.emit(AgentEvent::Notice(text.clone()));
+        // Before the run's first LLM call the overflow is the input's own.
+        let kind = if live.llm_calls == 0 {
+            RunErrorKind::TooLarge
+        } else {
+            RunErrorKind::ContextOverflow
+        };
+        Err(RunError::new(kind, text))
     }
 
     /// Compacts the conversation in place. `Ok(None)` when the summary was not smaller (the
     /// original history is kept).
-    pub(super) async fn compact(
+    async fn compact(
         &self,
-        run: &mut Run,
-        tools_tokens: u32,
-        model: &ModelConfig,
-    ) -> Result<Option<Outcome>, CompactionError> {
-        let messages = run.conv.messages();
-        let initial = run.conv.total() + tools_tokens;
+        s: &RunSetup,
+        live: &mut Live,
+    ) -> Result<Option<CompactionReport>, CompactionError> {
+        let model = &s.model;
+        let messages = live.conv.messages();
+        let initial = live.conv.total() + s.tools_tokens;
         let before = messages.len();
         let system = messages.first().filter(|m| m.is_role("system")).cloned();
         let body_start = usize::from(system.is_some());
@@ -93,15 +159,13 @@ impl Agent {
             .prompts
             .compaction_instructions()
             .map_err(|e| CompactionError::Prompt(e.to_string()))?;
-        let mut usage_total = Usage::default();
+        let mut calls = SummaryCalls {
+            usage: Usage::default(),
+            requests: 0,
+            slot: live.slot.take(),
+        };
         let summary = self
-            .summarise(
-                model,
-                system.as_ref(),
-                to_summarise,
-                &instructions,
-                &mut usage_total,
-            )
+            .summarise(model, system.as_ref(), to_summarise, &instructions, &mut calls)
             .await?;
         let preamble = self
             .prompts
@@ -114,9 +178,9 @@ impl Agent {
             compacted.push(messages[i].clone());
         }
         let new_conv = Conversation::new(model.tokenizer, compacted);
-        let compacted_tokens = new_conv.total() + tools_tokens;
-        run.usage.record(usage_total, model);
-        run.usage.count_compaction();
+        let compacted_tokens = new_conv.total() + s.tools_tokens;
+        live.state.usage.record(calls.usage, model);
+        live.state.usage.count_compaction();
         if compacted_tokens >= initial {
             tracing::warn!(
                 initial,
@@ -125,37 +189,22 @@ impl Agent {
             );
             return Ok(None);
         }
-        run.conv = new_conv;
-        let cost = CompactionCost {
-            total_cost: model
-                .prices
-                .map(|(i, o)| {
-                    usage_total.prompt_tokens as f64 * i + usage_total.completion_tokens as f64 * o
-                })
-                .unwrap_or(0.0),
-            prompt_tokens: usage_total.prompt_tokens,
-            completion_tokens: usage_total.completion_tokens,
-            total_tokens: usage_total.total_tokens,
-        };
-        let saved = f64::from(initial - compacted_tokens) / f64::from(initial) * 100.0;
-        Ok(Some(Outcome {
-            event: Compacted {
-                content: format!(
-                    "The conversation history has been compacted from {initial} to {compacted_tokens} tokens"
-                ),
-                compaction_summary: Some(summary),
-                messages: run.conv.messages().to_vec(),
-                metadata: CompactedMetadata {
-                    initial_tokens: initial,
-                    compacted_tokens,
-                    compression_ratio_pct: (saved * 10.0).round() / 10.0,
-                    num_messages_before: before,
-                    num_messages_after: run.conv.len(),
-                    max_context_size: model.context_window,
-                    threshold_pct: self.compaction.threshold_pct,
-                    compaction_cost: Some(cost),
-                },
-            },
+        live.conv = new_conv;
+        let cost = model
+            .prices
+            .map(|(i, o)| calls.usage.prompt_tokens as f64 * i + calls.usage.completion_tokens as f64 * o)
+            .unwrap_or(0.0);
+        Ok(Some(CompactionReport {
+            summary,
+            messages: live.conv.messages().to_vec(),
+            initial_tokens: initial,
+            compacted_tokens,
+            num_messages_before: before,
+            context_window: model.context_window,
+            threshold_pct: self.compaction.threshold_pct,
+            summarization_requests: calls.requests,
+            usage: calls.usage,
+            cost,
         }))
     }
 
@@ -168,7 +217,7 @@ impl Agent {
         system: Option<&Message>,
         messages: &[Message],
         instructions: &str,
-        usage: &mut Usage,
+        calls: &mut SummaryCalls,
     ) -> Result<String, CompactionError> {
         let tok = model.tokenizer;
         // Room for the request: the window minus the summary we expect back.
@@ -209,7 +258,7 @@ impl Agent {
             request.extend(carried);
             request.extend(rest[..safe_end].iter().map(flatten));
             request.push(Message::user(Value::String(instructions.to_owned())));
-            summary = Some(self.summary_call(model, &request, usage).await?);
+            summary = Some(self.summary_call(model, &request, calls).await?);
             rest = &rest[safe_end..];
         }
         summary.ok_or(CompactionError::EmptySummary)
@@ -220,20 +269,21 @@ impl Agent {
         &self,
         model: &ModelConfig,
         messages: &[Message],
-        usage: &mut Usage,
+        calls: &mut SummaryCalls,
     ) -> Result<String, CompactionError> {
         let request = CompletionRequest {
             model,
             messages,
             tools: None,
             response_format: None,
-            text_deltas: None,
         };
         let mut last_error = CompactionError::EmptySummary;
         for attempt in 1..=2 {
-            match self.llm.complete(&request).await {
+            calls.requests += 1;
+            match self.llm.complete(&request, calls.slot.take(), |_| {}).await {
                 Ok(c) => {
                     if let Some(u) = c.usage {
+                        let usage = &mut calls.usage;
                         usage.prompt_tokens += u.prompt_tokens;
                         usage.completion_tokens += u.completion_tokens;
                         usage.total_tokens += u.total_tokens;

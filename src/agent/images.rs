@@ -17,7 +17,7 @@ pub struct ImageLimits {
 impl ImageLimits {
     /// Checks the request's `images` and the images already in the history against the caps;
     /// the error names the cap and its key.
-    pub(super) fn check(&self, history: &[Message], images: &[ImageInput]) -> Result<(), String> {
+    pub fn check(&self, history: &[Message], images: &[ImageInput]) -> Result<(), String> {
         if images.len() > self.per_request {
             return Err(format!(
                 "too many images: {} in `images`, at most {} per request (agent.max_images_per_request)",

@@ -1,28 +1,44 @@
-//! The agent: turns a chat request into a conversation and runs the agentic loop over it,
-//! yielding typed events. It knows nothing of HTTP; dropping its stream cancels everything.
+//! The agent core: a `RunState` plus an `Input` becomes a `Run`, a stream of small domain
+//! events. It knows nothing of HTTP, storage or wire formats; dropping a run cancels its LLM
+//! call and its tools. Front doors (`stateless/` for `/api/chat`, the CLI) build the state and
+//! render the events.
 
-mod approvals;
-mod chat_loop;
+mod calls;
+pub mod canonical;
 mod compaction;
+mod config;
+mod error;
+mod event;
 mod frontend;
 mod images;
-mod metadata;
-mod prepare;
+mod input;
 mod resume;
+mod run;
 mod secrets;
+mod setup;
+mod state;
 mod structured;
+mod turn;
+mod usage;
 
-use crate::llm::{LlmClient, ModelRegistry};
+use crate::llm::{Llm, ModelRegistry};
 use crate::prompt::Prompts;
 use crate::tools::ToolRegistry;
 
-pub use approvals::{ApprovalSigner, TokenError};
-pub use compaction::CompactionOptions;
+pub use compaction::{CompactionOptions, CompactionReport};
+pub use config::{ApprovalMode, RunConfig};
+pub use error::{RunError, RunErrorKind};
+pub use event::{AgentEvent, Answer, CompactionStarted};
 pub use images::ImageLimits;
-pub use prepare::{ChatError, PreparedChat, RequestMeta};
+pub use input::{Decision, FrontendResult, Input, UserMessage, Verdict};
+pub use run::Run;
 pub use secrets::SecretMasker;
+pub use setup::RunSetup;
+pub use state::{PendingCall, RunState, Waiting};
+pub use usage::{UsageLedger, UsageReport};
 
 pub struct AgentOptions {
+    /// LLM calls per user turn.
     pub max_steps: u32,
     pub tool_budget_pct: f64,
     pub tool_budget_tokens: u32,
@@ -33,54 +49,10 @@ pub struct AgentOptions {
 
 pub struct Agent {
     pub models: ModelRegistry,
-    pub llm: LlmClient,
+    pub llm: Llm,
     pub prompts: Prompts,
     pub tools: ToolRegistry,
-    pub signer: ApprovalSigner,
     pub options: AgentOptions,
     pub compaction: CompactionOptions,
     pub masker: SecretMasker,
-}
-
-/// Drains an event stream into the non-streaming response (the HTTP JSON answer, `triage ask
-/// --json`); the `error` event that ended the stream otherwise.
-pub async fn collect_response(
-    events: impl futures::Stream<Item = crate::wire::StreamEvent>,
-) -> Result<crate::wire::ChatResponse, crate::wire::events::ErrorEvent> {
-    use crate::wire::events::ErrorEvent;
-    use crate::wire::{ChatResponse, StreamEvent};
-    use futures::StreamExt;
-    let mut events = std::pin::pin!(events);
-    let mut tool_calls: Vec<crate::wire::events::ToolCallResult> = Vec::new();
-    while let Some(event) = events.next().await {
-        match event {
-            StreamEvent::ToolCallingResult(result) => {
-                // One entry per call id, the latest winning (a resumed call reports again).
-                tool_calls.retain(|t| t.tool_call_id != result.tool_call_id);
-                tool_calls.push(*result);
-            }
-            StreamEvent::AnswerEnd(end) => {
-                return Ok(ChatResponse {
-                    analysis: end.analysis,
-                    conversation_history: end.conversation_history,
-                    tool_calls,
-                    follow_up_actions: end.follow_up_actions,
-                    pending_approvals: None,
-                    metadata: end.metadata,
-                });
-            }
-            StreamEvent::Error(e) => return Err(e),
-            StreamEvent::ApprovalRequired(_) => {
-                return Err(ErrorEvent::new(
-                    "the agent paused for approval, which needs `stream: true`".into(),
-                    false,
-                ));
-            }
-            _ => {}
-        }
-    }
-    Err(ErrorEvent::new(
-        "the agent stopped without an answer".into(),
-        false,
-    ))
 }

@@ -15,9 +15,9 @@ use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 
-use crate::agent::{Agent, RequestMeta, collect_response};
+use crate::stateless::{RequestMeta, StatelessChat};
 use crate::config::Settings;
-use crate::startup::{build_agent, install_crypto_provider};
+use crate::startup::{build_agent, install_crypto_provider, stateless_chat};
 use crate::wire::events::{ApprovalRequired, ToolStatus};
 use crate::wire::request::ToolDecision;
 use crate::wire::{ChatRequest, StreamEvent};
@@ -158,7 +158,7 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
                     eprintln!("triage: {e}");
                     return ExitCode::from(EXIT_USAGE);
                 }
-                Source::Local(agent)
+                Source::Local(stateless_chat(&settings, agent))
             }
             Err(e) => return check::startup_exit(&e),
         },
@@ -249,7 +249,7 @@ type EventStream = std::pin::Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
 
 /// Where events come from: the agent in this process, or a running triage.
 enum Source {
-    Local(Arc<Agent>),
+    Local(Arc<StatelessChat>),
     Remote {
         url: String,
         key: Option<String>,
@@ -316,11 +316,11 @@ impl Source {
 
     async fn stream(&self, request: ChatRequest) -> Result<EventStream, Failure> {
         match self {
-            Source::Local(agent) => {
-                let prepared = agent
-                    .prepare(request, local_meta())
+            Source::Local(chat) => {
+                let run = chat
+                    .start(request, local_meta())
                     .map_err(|e| e.to_string())?;
-                Ok(Box::pin(agent.clone().run(prepared)))
+                Ok(Box::pin(run))
             }
             Source::Remote { .. } => {
                 let resp = self.post(&request).await?;
@@ -338,13 +338,11 @@ impl Source {
 
     async fn json(&self, request: ChatRequest) -> Result<String, Failure> {
         match self {
-            Source::Local(agent) => {
-                let prepared = agent
-                    .prepare(request, local_meta())
+            Source::Local(chat) => {
+                let run = chat
+                    .start(request, local_meta())
                     .map_err(|e| e.to_string())?;
-                let response = collect_response(agent.clone().run(prepared))
-                    .await
-                    .map_err(|e| e.description)?;
+                let response = run.collect().await.map_err(|e| e.message)?;
                 Ok(serde_json::to_string_pretty(&response).map_err(|e| e.to_string())?)
             }
             Source::Remote { .. } => {

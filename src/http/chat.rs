@@ -11,10 +11,11 @@ use futures::Stream;
 
 use super::body::{parse_json, read_body};
 use super::sse::StreamLimits;
+use super::error::run_error_response;
 use super::{ApiError, AppState, RequestId, sse};
-use crate::agent::RequestMeta;
 use crate::context::tokens::count_off_workers;
-use crate::wire::{ChatRequest, ChatResponse, StreamEvent};
+use crate::stateless::RequestMeta;
+use crate::wire::{ChatRequest, StreamEvent};
 
 pub async fn chat(
     State(state): State<AppState>,
@@ -62,34 +63,23 @@ async fn handle(
         tracing::warn!(?warnings, "request fields ignored");
     }
     let stream = request.stream;
-    // Preparing counts the tokens of the whole history: a large one goes to the blocking pool.
-    let agent = state.agent.clone();
-    let prepared = count_off_workers(size, move || agent.prepare(request, meta))
+    // Starting counts the tokens of the whole history: a large one goes to the blocking pool.
+    let chat = state.chat.clone();
+    let started = count_off_workers(size, move || chat.start(request, meta))
         .await
         .map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("preparing the request failed: {e}"),
             )
-        })??;
-    if prepared.model.call_slots.available_permits() == 0 {
-        let mut response = ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "Model '{}' is at its limit of concurrent calls (llm.max_concurrent_calls_per_model); retry shortly",
-                prepared.model.key
-            ),
-        )
-        .into_response();
-        response.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            axum::http::HeaderValue::from_static("1"),
-        );
-        return Ok(response);
-    }
-    let events = in_span(state.agent.clone().run(prepared), tracing::Span::current());
-    let events = futures::StreamExt::map(events, move |event| with_warnings(event, &warnings));
+        })?;
+    let run = match started {
+        Ok(run) => run,
+        Err(e) => return Ok(run_error_response(e)),
+    };
     if stream {
+        let events = in_span(run, tracing::Span::current());
+        let events = futures::StreamExt::map(events, move |event| with_warnings(event, &warnings));
         let limits = StreamLimits {
             keepalive: state.keepalive,
             deadline: state.deadline,
@@ -97,8 +87,13 @@ async fn handle(
         };
         return Ok(sse::response(events, limits));
     }
-    match tokio::time::timeout(state.deadline, collect(events)).await {
-        Ok(result) => result.map(|r| axum::Json(r).into_response()),
+    let answer = tracing::Instrument::in_current_span(run.collect());
+    match tokio::time::timeout(state.deadline, answer).await {
+        Ok(Ok(mut response)) => {
+            response.metadata.warnings = warnings;
+            Ok(axum::Json(response).into_response())
+        }
+        Ok(Err(e)) => Ok(run_error_response(e)),
         Err(_) => Err(ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
             format!(
@@ -155,14 +150,5 @@ fn in_span<S: Stream + Send + 'static>(
     futures::stream::poll_fn(move |cx| {
         let _entered = span.enter();
         inner.as_mut().poll_next(cx)
-    })
-}
-
-/// The non-streaming response, or the error event as an HTTP error.
-async fn collect(events: impl Stream<Item = StreamEvent>) -> Result<ChatResponse, ApiError> {
-    crate::agent::collect_response(events).await.map_err(|e| {
-        let status =
-            StatusCode::from_u16(e.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        ApiError::new(status, e.description)
     })
 }

@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::responses::{ErrorDetail, ErrorResponse};
 
-use crate::agent::ChatError;
+use crate::agent::{RunError, RunErrorKind};
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -36,16 +36,34 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<ChatError> for ApiError {
-    fn from(e: ChatError) -> Self {
-        let status = match &e {
-            ChatError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ChatError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            ChatError::NoModel(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ChatError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError::new(status, e.to_string())
+/// The one map from a run's error kind to an HTTP status.
+pub fn status_of(kind: RunErrorKind) -> StatusCode {
+    match kind {
+        RunErrorKind::BadInput => StatusCode::BAD_REQUEST,
+        RunErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        RunErrorKind::NoModel | RunErrorKind::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        RunErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        // The provider refused triage's credentials or misbehaved; a 401 would read as the
+        // client's own key.
+        RunErrorKind::BadGateway | RunErrorKind::InvalidAnswer => StatusCode::BAD_GATEWAY,
+        RunErrorKind::Provider
+        | RunErrorKind::ContextOverflow
+        | RunErrorKind::MaxSteps
+        | RunErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
+}
+
+/// A run's error as the response; a full model says when to come back.
+pub fn run_error_response(e: RunError) -> Response {
+    let overloaded = e.kind == RunErrorKind::Overloaded;
+    let mut response = ApiError::new(status_of(e.kind), e.message).into_response();
+    if overloaded {
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+    }
+    response
 }
 
 /// Errors axum answers itself (405 with an `Allow` header, …) come with an empty body; they

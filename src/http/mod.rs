@@ -40,6 +40,7 @@ pub use server::ShutdownWatch;
 #[derive(Clone)]
 pub struct AppState {
     pub agent: Arc<Agent>,
+    pub chat: Arc<crate::stateless::StatelessChat>,
     pub keepalive: Option<Duration>,
     pub body_limit: usize,
     /// Time a client has to send its whole body.

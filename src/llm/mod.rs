@@ -1,14 +1,20 @@
-//! The LLM side: the model registry and an OpenAI chat-completions client that always streams,
-//! retries what is worth retrying, and maps failures to precise errors.
+//! The LLM side: the model registry, the provider seam (`Provider`, `Llm`), the
+//! OpenAI-compatible provider and an in-process scripted one for tests of the agent.
 
-mod client;
+mod assemble;
 pub mod entry_keys;
 mod error;
 mod event_limit;
+mod openai;
+mod openai_chunk;
 pub mod probe;
+mod provider;
 pub mod registry;
-mod stream;
+pub mod scripted;
 
-pub use client::{Completion, CompletionRequest, LlmClient, LlmTimeouts, RetryPolicy};
 pub use error::LlmError;
+pub use openai::{LlmTimeouts, OpenAiClient, RetryPolicy};
+pub use provider::{
+    Completion, CompletionRequest, Fragment, Llm, Provider, SCRIPTED_PREFIX, ToolCallFragment,
+};
 pub use registry::{ModelConfig, ModelLookupError, ModelRegistry};

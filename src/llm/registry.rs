@@ -49,13 +49,29 @@ pub struct ModelConfig {
     pub extra_headers: Vec<(String, String)>,
     pub tokenizer: Tokenizer,
     /// Calls in flight to this model are bounded (llm.max_concurrent_calls_per_model).
-    pub call_slots: tokio::sync::Semaphore,
+    pub call_slots: Arc<tokio::sync::Semaphore>,
     /// Every credential of this model (its key, credential-like fields of its entry), for the
     /// secret masker.
     pub credentials: Vec<String>,
 }
 
 impl ModelConfig {
+    /// One of the model's call slots, if one is free now.
+    pub fn try_reserve_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.call_slots.clone().try_acquire_owned().ok()
+    }
+
+    /// One of the model's call slots, waiting at most `wait`: never an unbounded queue.
+    pub async fn reserve_slot_within(
+        &self,
+        wait: std::time::Duration,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        tokio::time::timeout(wait, self.call_slots.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
+    }
+
     /// The model's credentials and `extra_headers` on a request to its provider.
     pub(crate) fn authorize(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let mut builder = match &self.auth {
@@ -371,7 +387,9 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         extra_params,
         extra_headers,
         tokenizer: Tokenizer::for_model(name),
-        call_slots: tokio::sync::Semaphore::new(settings.llm.max_concurrent_calls_per_model),
+        call_slots: Arc::new(tokio::sync::Semaphore::new(
+            settings.llm.max_concurrent_calls_per_model,
+        )),
     })
 }
 

@@ -19,14 +19,23 @@ use serde_json::value::RawValue;
 
 use crate::context::tokens::Tokenizer;
 use crate::wire::ToolCall;
-use crate::wire::events::{ToolCallResult, ToolResultBody, ToolStatus};
 
 pub use todowrite::TodoWrite;
 
-const SCHEMA_VERSION: &str = "robusta:v1.0.0";
 const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// What a tool returns; becomes `tool_calling_result.result` and the tool message.
+/// How a tool call went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Success,
+    Error,
+    NoData,
+    /// The tool's policy wants the user's approval before it runs.
+    ApprovalRequired,
+}
+
+/// What a tool returns.
 #[derive(Debug, Clone)]
 pub struct ToolOutput {
     pub status: ToolStatus,
@@ -240,16 +249,44 @@ fn definition(name: &str, description: &str, parameters: &Value) -> Value {
     })
 }
 
-/// The outcome of one tool call: the client-facing result and the text the LLM sees.
+/// The outcome of one tool call: what the tool returned, how it was described, and the text
+/// the LLM reads.
 #[derive(Debug, Clone)]
-pub struct ExecutedCall {
-    pub result: ToolCallResult,
+pub struct ToolOutcome {
+    pub call_id: String,
+    pub tool_name: String,
+    pub toolset: Option<String>,
+    /// The tool's parameterised one-liner, e.g. the command it ran.
+    pub description: String,
+    pub params: Value,
+    pub output: ToolOutput,
+    /// `None` when nothing ran (denied, refused, answered without running).
+    pub elapsed: Option<Duration>,
+    /// The tool message's content.
     pub content: String,
+}
+
+impl ToolOutcome {
+    pub fn ran(&self) -> bool {
+        self.elapsed.is_some()
+    }
+
+    pub fn status(&self) -> ToolStatus {
+        self.output.status
+    }
+
+    /// Turns the outcome into an error the model reads (denied, refused, still unapproved).
+    pub fn into_error(mut self, message: String) -> ToolOutcome {
+        self.output.status = ToolStatus::Error;
+        self.content = format!("Error: {message}");
+        self.output.error = Some(message);
+        self
+    }
 }
 
 /// Runs one tool call of the LLM. Every failure (bad arguments, unknown tool, timeout, panic)
 /// becomes an error result the model can read and recover from.
-pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext) -> ExecutedCall {
+pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext) -> ToolOutcome {
     let name = call.function.name.as_str();
     let started = Instant::now();
     let params = match parse_arguments(&call.function.arguments) {
@@ -300,15 +337,13 @@ pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext
         .increment(1);
     metrics::histogram!("triage_tool_call_duration_seconds", "tool" => name.to_owned())
         .record(elapsed.as_secs_f64());
-    let mut executed = finish(
+    finish(
         call,
         Some((tool.toolset(), description)),
         params,
         output,
         Some(elapsed),
-    );
-    executed.result.toolset_name = Some(tool.toolset().to_owned());
-    executed
+    )
 }
 
 /// A reqwest error in a few words for a tool result: "timed out after 20 s",
@@ -332,20 +367,16 @@ pub fn executed_from(
     toolset: &str,
     description: &str,
     output: ToolOutput,
-) -> ExecutedCall {
+) -> ToolOutcome {
     let params = parse_arguments(&call.function.arguments)
         .unwrap_or_else(|_| Value::Object(Default::default()));
-    let mut executed = finish(
+    finish(
         call,
         Some((toolset, description.to_owned())),
         params,
         output,
         None,
-    );
-    if !toolset.is_empty() {
-        executed.result.toolset_name = Some(toolset.to_owned());
-    }
-    executed
+    )
 }
 
 fn parse_arguments(raw: &str) -> Result<Value, String> {
@@ -365,33 +396,25 @@ fn finish(
     params: Value,
     output: ToolOutput,
     elapsed: Option<Duration>,
-) -> ExecutedCall {
+) -> ToolOutcome {
     let name = call.function.name.clone();
     let content = message_content(&output);
-    let description = tool.map(|(_, d)| d).unwrap_or_else(|| name.clone());
-    ExecutedCall {
-        content,
-        result: ToolCallResult {
-            tool_call_id: call.id.clone(),
-            tool_name: name.clone(),
-            name,
+    let (toolset, description) = match tool {
+        Some((toolset, description)) => (
+            (!toolset.is_empty()).then(|| toolset.to_owned()),
             description,
-            role: "tool".into(),
-            result: ToolResultBody {
-                schema_version: SCHEMA_VERSION.into(),
-                status: output.status,
-                error: output.error,
-                return_code: output.return_code,
-                data: output.data,
-                images: None,
-                url: None,
-                invocation: output.invocation,
-                params,
-                icon_url: None,
-                elapsed_seconds: elapsed.map(|d| d.as_secs_f64()),
-            },
-            toolset_name: None,
-        },
+        ),
+        None => (None, name.clone()),
+    };
+    ToolOutcome {
+        call_id: call.id.clone(),
+        tool_name: name,
+        toolset,
+        description,
+        params,
+        output,
+        elapsed,
+        content,
     }
 }
 
@@ -465,7 +488,7 @@ mod tests {
             vec![Arc::new(Hangs(json!({"type": "object"})))],
         )]);
         let r = execute(&reg, &call("hangs", "{}"), &ToolContext::default()).await;
-        assert_eq!(r.result.result.status, ToolStatus::Error);
+        assert_eq!(r.status(), ToolStatus::Error);
         assert!(r.content.contains("did not finish within"), "{}", r.content);
     }
 
@@ -478,7 +501,7 @@ mod tests {
         let reg = ToolRegistry::builtin();
         let ctx = ToolContext::default();
         let r = execute(&reg, &call("TodoWrite", "{not json"), &ctx).await;
-        assert_eq!(r.result.result.status, ToolStatus::Error);
+        assert_eq!(r.status(), ToolStatus::Error);
         assert!(
             r.content
                 .starts_with("Error: Invalid tool arguments: not valid JSON")
@@ -499,7 +522,7 @@ mod tests {
             vec![Arc::new(Panicky(json!({"type":"object"})))],
         )]);
         let r = execute(&reg, &call("panicky", "{}"), &ToolContext::default()).await;
-        assert_eq!(r.result.result.status, ToolStatus::Error);
+        assert_eq!(r.status(), ToolStatus::Error);
         assert!(r.content.contains("crashed"));
     }
 

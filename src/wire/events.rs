@@ -104,14 +104,7 @@ pub struct ToolCallResult {
     pub toolset_name: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    Success,
-    Error,
-    NoData,
-    ApprovalRequired,
-}
+pub use crate::tools::ToolStatus;
 
 /// HolmesGPT's structured tool result.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -229,6 +222,15 @@ pub struct CompactedMetadata {
     pub num_messages_after: usize,
     pub max_context_size: u32,
     pub threshold_pct: u32,
+    /// Always false: triage summarises or gives up, it has no fallback (HolmesGPT always
+    /// sends the key).
+    #[serde(default)]
+    pub fallback_used: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_reason: Option<String>,
+    /// Summary requests made (chunks and retries).
+    #[serde(default)]
+    pub summarization_requests: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction_cost: Option<CompactionCost>,
 }
@@ -239,6 +241,9 @@ pub struct CompactionCost {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// Not reported by the providers triage speaks to: null, as HolmesGPT sends when unknown.
+    pub cached_tokens: Option<u64>,
+    pub cache_creation_tokens: Option<u64>,
 }
 
 /// `error`: the request failed after the stream started (terminal).
@@ -249,9 +254,6 @@ pub struct ErrorEvent {
     pub error_code: i32,
     pub msg: String,
     pub success: bool,
-    /// The HTTP status a non-streaming request answers with; not part of the event.
-    #[serde(skip)]
-    pub http_status: u16,
 }
 
 pub const RATE_LIMIT_ERROR_CODE: i32 = 5204;
@@ -265,7 +267,6 @@ impl ErrorEvent {
                 error_code: RATE_LIMIT_ERROR_CODE,
                 msg: "Rate limit exceeded".into(),
                 success: false,
-                http_status: 429,
             }
         } else {
             ErrorEvent {
@@ -273,14 +274,8 @@ impl ErrorEvent {
                 description,
                 error_code: GENERIC_ERROR_CODE,
                 success: false,
-                http_status: 500,
             }
         }
-    }
-
-    pub fn with_http_status(mut self, status: u16) -> Self {
-        self.http_status = status;
-        self
     }
 }
 

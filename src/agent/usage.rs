@@ -1,18 +1,33 @@
-//! Builds the `metadata` object: provider usage, triage's own token breakdown, costs.
+//! Usage across the LLM calls of a run, and the report of it the events carry: provider usage,
+//! triage's own token breakdown, costs.
+
+use serde::{Deserialize, Serialize};
 
 use crate::context::conversation::Conversation;
 use crate::llm::ModelConfig;
-use crate::wire::Metadata;
-use crate::wire::response::{Costs, Usage};
+use crate::wire::response::{Costs, TokenBreakdown, Truncation, Usage};
 
-/// Usage across the LLM calls of one request.
-#[derive(Debug, Default)]
-pub(super) struct UsageTracker {
+/// Usage across the LLM calls of a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct UsageLedger {
     last: Usage,
     costs: Costs,
 }
 
-impl UsageTracker {
+/// A snapshot of a run's usage, as `token_count` and the final metadata show it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageReport {
+    /// The provider's usage of the last LLM call.
+    pub last_call: Usage,
+    pub tokens: TokenBreakdown,
+    pub context_window: u32,
+    pub max_output_tokens: u32,
+    /// Cumulative; present when the model has per-token prices.
+    pub costs: Option<Costs>,
+    pub truncations: Vec<Truncation>,
+}
+
+impl UsageLedger {
     pub fn record(&mut self, usage: Usage, model: &ModelConfig) {
         self.last = usage;
         let c = &mut self.costs;
@@ -53,19 +68,20 @@ impl UsageTracker {
         self.costs.num_compactions += 1;
     }
 
-    pub fn snapshot(
+    pub fn report(
         &self,
         conv: &Conversation,
         tools_tokens: u32,
         model: &ModelConfig,
-    ) -> Metadata {
-        Metadata {
-            usage: self.last,
+        truncations: &[Truncation],
+    ) -> UsageReport {
+        UsageReport {
+            last_call: self.last,
             tokens: conv.breakdown(tools_tokens),
-            max_tokens: model.context_window,
+            context_window: model.context_window,
             max_output_tokens: model.max_output_tokens,
             costs: model.prices.map(|_| self.costs),
-            ..Metadata::default()
+            truncations: truncations.to_vec(),
         }
     }
 }

@@ -12,6 +12,7 @@ use hmac::{Hmac, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::agent::canonical::{canonical, write_canonical};
 use crate::wire::Message;
 
 const VERSION: &str = "v2";
@@ -194,49 +195,6 @@ pub fn conversation_digest(prefix: &[Message]) -> String {
     URL_SAFE_NO_PAD.encode(&hash.finalize()[..16])
 }
 
-/// Arguments in a canonical form (sorted keys, no spaces) so that re-serialisation by a client
-/// does not break the signature, while any change of meaning does.
-pub fn canonical(arguments: &str) -> String {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v) => {
-            let mut out = String::new();
-            write_canonical(&v, &mut out);
-            out
-        }
-        Err(_) => arguments.to_owned(),
-    }
-}
-
-fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
-
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -352,14 +310,6 @@ mod tests {
             s.moved_token(&h)
                 .unwrap()
                 .contains("different conversation")
-        );
-    }
-
-    #[test]
-    fn canonical_sorts_nested_keys() {
-        assert_eq!(
-            canonical(r#"{"b":1,"a":{"d":[1,{"f":2,"e":3}],"c":null}}"#),
-            r#"{"a":{"c":null,"d":[1,{"e":3,"f":2}]},"b":1}"#
         );
     }
 }

@@ -1,0 +1,284 @@
+//! The calls of one assistant reply: planned (answered at once, or run), run concurrently
+//! with each result reported as it finishes, then joined to the history in the order the
+//! model asked for them. Calls that wait for the user or the client pause the run.
+
+use futures::StreamExt;
+
+use super::Agent;
+use super::canonical::canonical;
+use super::event::AgentEvent;
+use super::frontend::DEFAULT_NOOP_RESPONSE;
+use super::run::Live;
+use super::setup::RunSetup;
+use super::state::{PendingCall, Waiting};
+use crate::context::truncation;
+use crate::llm::Completion;
+use crate::tools::{ToolContext, ToolOutcome, ToolOutput, ToolStatus, execute, executed_from};
+use crate::wire::request::FrontendToolMode;
+use crate::wire::{Message, ToolCall};
+
+/// Tool calls running at the same time (HolmesGPT uses a pool of 16).
+const MAX_PARALLEL_TOOLS: usize = 16;
+
+/// What became of one call.
+pub(super) enum Outcome {
+    Done(ToolOutcome),
+    AwaitingApproval(ToolOutcome),
+    FrontendPause(serde_json::Value),
+}
+
+enum Plan {
+    Immediate(Box<Outcome>),
+    Execute,
+}
+
+/// A call to run; `approved` when the user approved this very call.
+pub(super) struct Job {
+    pub call: ToolCall,
+    pub approved: bool,
+}
+
+impl Agent {
+    /// Handles the tool calls of a reply; `Some(Paused)` when calls wait for someone.
+    pub(super) async fn act(
+        &self,
+        s: &RunSetup,
+        live: &mut Live,
+        completion: Completion,
+        reply: Message,
+    ) -> Option<AgentEvent> {
+        let calls = completion.tool_calls;
+        let assistant_index = live.conv.len();
+        let plans: Vec<Plan> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| self.plan_call(s, live, call, i))
+            .collect();
+        live.push(reply);
+        live.emit_usage(s);
+        if completion.content.is_some() || completion.reasoning.is_some() {
+            live.emit.emit(AgentEvent::Thought {
+                content: completion.content,
+                reasoning: completion.reasoning,
+                usage: Box::new(live.report(s)),
+            });
+        }
+        for call in &calls {
+            live.emit.emit(AgentEvent::ToolStarted {
+                call_id: call.id.clone(),
+                tool_name: call.function.name.clone(),
+            });
+        }
+        let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(calls.len());
+        let mut jobs = Vec::new();
+        let mut job_slots = Vec::new();
+        for (i, plan) in plans.into_iter().enumerate() {
+            match plan {
+                Plan::Immediate(outcome) => {
+                    if let Outcome::Done(done) = outcome.as_ref() {
+                        live.emit.emit(AgentEvent::ToolFinished(Box::new(done.clone())));
+                    }
+                    outcomes.push(Some(*outcome));
+                }
+                Plan::Execute => {
+                    outcomes.push(None);
+                    job_slots.push(i);
+                    jobs.push(Job {
+                        call: calls[i].clone(),
+                        approved: false,
+                    });
+                }
+            }
+        }
+        for (i, outcome) in job_slots.into_iter().zip(self.run_calls(s, live, jobs).await) {
+            outcomes[i] = Some(outcome);
+        }
+        let mut pending = Vec::new();
+        for (call, outcome) in calls.into_iter().zip(outcomes) {
+            match outcome {
+                Some(Outcome::Done(done)) => {
+                    live.push(Message::tool(&call.id, &call.function.name, done.content));
+                }
+                Some(Outcome::AwaitingApproval(asked)) => pending.push(PendingCall {
+                    message_index: assistant_index,
+                    call,
+                    waits_for: Waiting::Approval {
+                        description: asked.description,
+                        params: asked.params,
+                    },
+                }),
+                Some(Outcome::FrontendPause(arguments)) => pending.push(PendingCall {
+                    message_index: assistant_index,
+                    call,
+                    waits_for: Waiting::Frontend { arguments },
+                }),
+                None => {}
+            }
+        }
+        live.emit_usage(s);
+        if pending.is_empty() {
+            return None;
+        }
+        let approvals = pending.iter().filter(|p| p.is_approval()).count();
+        metrics::counter!("triage_approvals_requested_total").increment(approvals as u64);
+        metrics::counter!("triage_frontend_pauses_total")
+            .increment((pending.len() - approvals) as u64);
+        live.state.pending = pending.clone();
+        Some(AgentEvent::Paused { pending })
+    }
+
+    /// Decides what to do with a call before anything runs: frontend tools, duplicates and
+    /// calls over the per-answer cap are answered at once; everything else is run.
+    fn plan_call(&self, s: &RunSetup, live: &mut Live, call: &ToolCall, index: usize) -> Plan {
+        let name = &call.function.name;
+        let cap = self.options.max_tool_calls_per_answer;
+        let answer = |toolset: &str, description: &str, output: ToolOutput| {
+            Plan::Immediate(Box::new(Outcome::Done(executed_from(
+                call,
+                toolset,
+                description,
+                output,
+            ))))
+        };
+        if index >= cap {
+            // Every call still gets a result, so the history stays valid for the provider.
+            return answer(
+                "",
+                name,
+                ToolOutput::error(format!(
+                    "Not run: one answer may ask for at most {cap} tool calls \
+                     (agent.max_tool_calls_per_answer); ask for the rest in a later answer."
+                )),
+            );
+        }
+        if let Some(tool) = s.frontend_tools.iter().find(|t| t.name == *name) {
+            let description = format!("Frontend tool: {name}");
+            let arguments = match tool.check_arguments(&call.function.arguments) {
+                Ok(arguments) => arguments,
+                // The model reads why and calls again; the client never gets bad arguments.
+                Err(why) => {
+                    return answer(
+                        "frontend",
+                        &description,
+                        ToolOutput::error(format!(
+                            "Not sent to the frontend: {why}. Call the tool again with arguments that match its schema."
+                        )),
+                    );
+                }
+            };
+            return match tool.mode {
+                FrontendToolMode::Pause => {
+                    Plan::Immediate(Box::new(Outcome::FrontendPause(arguments)))
+                }
+                FrontendToolMode::Noop => {
+                    let text = tool
+                        .noop_response
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_NOOP_RESPONSE.into());
+                    answer("frontend", &description, ToolOutput::success(text))
+                }
+            };
+        }
+        if self.options.duplicate_call_guard
+            && !live
+                .state
+                .calls_made
+                .insert((name.clone(), canonical(&call.function.arguments)))
+        {
+            return answer(
+                "",
+                name,
+                ToolOutput::error(
+                    "Refusing to run this tool call: an identical call (same tool, same arguments) \
+                     already ran in this request. Use its earlier output (or the summary, if the \
+                     history was compacted), or change the arguments.",
+                ),
+            );
+        }
+        Plan::Execute
+    }
+
+    /// Runs calls concurrently (at most `MAX_PARALLEL_TOOLS` at once: a reply asking for
+    /// thousands must not start thousands of processes), reporting each result as it
+    /// finishes. Returns the outcomes in the order of `jobs`.
+    pub(super) async fn run_calls(
+        &self,
+        s: &RunSetup,
+        live: &mut Live,
+        jobs: Vec<Job>,
+    ) -> Vec<Outcome> {
+        let headers = live.tool_headers.clone();
+        let mut running = Vec::with_capacity(jobs.len());
+        for (i, job) in jobs.iter().enumerate() {
+            let ctx = ToolContext {
+                user_approved: job.approved,
+                request_headers: headers.clone(),
+            };
+            let tools = &self.tools;
+            running.push(async move { (i, execute(tools, &job.call, &ctx).await) });
+        }
+        let mut running = futures::stream::iter(running).buffer_unordered(MAX_PARALLEL_TOOLS);
+        let mut outcomes: Vec<Option<Outcome>> = jobs.iter().map(|_| None).collect();
+        while let Some((i, mut done)) = running.next().await {
+            self.finish_result(s, live, &mut done);
+            let outcome = classify(done, jobs[i].approved, s.pause_for_approval);
+            if let Outcome::Done(shown) | Outcome::AwaitingApproval(shown) = &outcome {
+                live.emit
+                    .emit(AgentEvent::ToolFinished(Box::new(shown.clone())));
+            }
+            outcomes[i] = Some(outcome);
+        }
+        outcomes.into_iter().flatten().collect()
+    }
+
+    /// Every tool result passes here before anyone sees it: secrets masked, size limited.
+    pub(super) fn finish_result(&self, s: &RunSetup, live: &mut Live, done: &mut ToolOutcome) {
+        if !self.masker.is_empty() {
+            self.masker.mask(&mut done.content);
+            self.masker.mask(&mut done.output.data);
+            self.masker.mask_opt(&mut done.output.error);
+            self.masker.mask(&mut done.description);
+        }
+        let tok = s.model.tokenizer;
+        let Some((cut, end_index, original)) = s.tool_budget.cut(tok, &done.content) else {
+            return;
+        };
+        live.state.truncations.push(truncation::record(
+            &done.call_id,
+            &done.tool_name,
+            end_index,
+            original,
+        ));
+        // A successful result's data is the content itself: reuse the cut, tokenising once.
+        if done.output.data == done.content {
+            done.output.data = cut.clone();
+        } else if let Some((data, _, _)) = s.tool_budget.cut(tok, &done.output.data) {
+            done.output.data = data;
+        }
+        done.content = cut;
+    }
+}
+
+/// What a finished call means for the run: a call its tool wants approved pauses the run (or,
+/// with approvals off, becomes an error the model can recover from).
+fn classify(mut done: ToolOutcome, approved: bool, pause_for_approval: bool) -> Outcome {
+    if done.status() != ToolStatus::ApprovalRequired {
+        return Outcome::Done(done);
+    }
+    if approved {
+        done.output.status = ToolStatus::Error;
+        done.content = "Error: the tool still requires approval".into();
+        return Outcome::Done(done);
+    }
+    if pause_for_approval {
+        return Outcome::AwaitingApproval(done);
+    }
+    let reason = done
+        .output
+        .error
+        .take()
+        .unwrap_or_else(|| "the command needs approval".into());
+    Outcome::Done(done.into_error(format!(
+        "Tool call rejected for security reasons: {reason}"
+    )))
+}

@@ -1,0 +1,67 @@
+//! What a run reports, as small domain events: none carries the whole history, so a log of
+//! them grows with the conversation, not with its square. Front doors render them (`wire/`
+//! as HolmesGPT frames); a store can append them.
+
+use super::compaction::CompactionReport;
+use super::error::RunError;
+use super::state::PendingCall;
+use super::usage::UsageReport;
+use crate::tools::ToolOutcome;
+use crate::wire::Message;
+use crate::wire::response::ResponseFormatReport;
+
+#[derive(Debug, Clone)]
+pub enum AgentEvent {
+    /// A piece of the assistant's text as the LLM writes it (transient).
+    TextDelta(String),
+    /// A message joined the history at `index` (usually its end).
+    MessageAdded { index: usize, message: Message },
+    /// The message at `index` was replaced (the repaired structured answer).
+    MessageReplaced { index: usize, message: Message },
+    /// The assistant's text or reasoning beside the tool calls it asked for.
+    Thought {
+        content: Option<String>,
+        reasoning: Option<String>,
+        usage: Box<UsageReport>,
+    },
+    /// triage's own note to the user (the history was compacted, the context is full).
+    Notice(String),
+    ToolStarted { call_id: String, tool_name: String },
+    ToolFinished(Box<ToolOutcome>),
+    /// The conversation's token usage after an LLM call, after tool results, after compaction.
+    Usage(Box<UsageReport>),
+    CompactionStarted(CompactionStarted),
+    Compacted(Box<CompactionReport>),
+    /// The run waits for decisions or frontend results (terminal).
+    Paused { pending: Vec<PendingCall> },
+    /// The final answer (terminal).
+    Finished(Box<Answer>),
+    /// The run failed (terminal).
+    Failed(RunError),
+}
+
+impl AgentEvent {
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            AgentEvent::Paused { .. } | AgentEvent::Finished(_) | AgentEvent::Failed(_)
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CompactionStarted {
+    pub initial_tokens: u32,
+    pub num_messages: usize,
+    pub context_window: u32,
+    pub threshold_pct: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub text: String,
+    pub finish_reason: Option<String>,
+    /// Set when a `response_format` was enforced.
+    pub format: Option<ResponseFormatReport>,
+    pub usage: UsageReport,
+}

@@ -1,0 +1,42 @@
+//! What a front door gives a run besides its state: a user message, decisions on the calls
+//! awaiting approval, results of frontend tools, and the request's headers for tools.
+
+use std::sync::Arc;
+
+use crate::wire::request::ImageInput;
+
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub message: Option<UserMessage>,
+    pub decisions: Vec<Decision>,
+    pub frontend_results: Vec<FrontendResult>,
+    /// Headers tools may see (blocked ones already removed).
+    pub tool_headers: Arc<Vec<(String, String)>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct UserMessage {
+    pub text: String,
+    pub images: Vec<ImageInput>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub call_id: String,
+    pub verdict: Verdict,
+}
+
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    Approved,
+    Denied { feedback: Option<String> },
+    /// The front door could not trust the pending call (e.g. its approval token failed): it
+    /// does not run, and the model reads why.
+    Refused { reason: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct FrontendResult {
+    pub call_id: String,
+    pub result: String,
+}

@@ -1,0 +1,180 @@
+//! A run as a `Stream` of events. The run's steps are plain async functions that emit events
+//! into a queue; the stream hands them out and only drives the run further when the queue is
+//! empty, so a slow consumer holds the run back and dropping the stream drops the run: the
+//! LLM call and the tool processes in flight are cancelled.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::event::AgentEvent;
+use super::setup::RunSetup;
+use super::state::RunState;
+use super::usage::UsageReport;
+use crate::context::conversation::Conversation;
+use crate::wire::Message;
+
+type Driver = Pin<Box<dyn Future<Output = RunState> + Send>>;
+
+pub struct Run {
+    driver: Option<Driver>,
+    queue: Emitter,
+    state: Option<RunState>,
+}
+
+impl Run {
+    pub(super) fn new(driver: Driver, queue: Emitter) -> Run {
+        Run {
+            driver: Some(driver),
+            queue,
+            state: None,
+        }
+    }
+
+    /// The run's state once it has ended (after its terminal event): what a store persists,
+    /// what the stateless front door renders as the history.
+    pub fn take_state(&mut self) -> Option<RunState> {
+        self.state.take()
+    }
+}
+
+impl Stream for Run {
+    type Item = AgentEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
+        loop {
+            if let Some(event) = self.queue.pop() {
+                return Poll::Ready(Some(event));
+            }
+            let Some(driver) = self.driver.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match driver.as_mut().poll(cx) {
+                Poll::Ready(state) => {
+                    self.state = Some(state);
+                    self.driver = None;
+                }
+                Poll::Pending if self.queue.is_empty() => return Poll::Pending,
+                Poll::Pending => {}
+            }
+        }
+    }
+}
+
+/// Where a run's steps put their events.
+#[derive(Clone, Default)]
+pub(super) struct Emitter(Arc<Mutex<VecDeque<AgentEvent>>>);
+
+impl Emitter {
+    pub fn emit(&self, event: AgentEvent) {
+        self.lock().push_back(event);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<AgentEvent>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// The next event; pieces of text already queued go out joined, as one delta.
+    fn pop(&self) -> Option<AgentEvent> {
+        let mut queue = self.lock();
+        let mut event = queue.pop_front()?;
+        if let AgentEvent::TextDelta(text) = &mut event {
+            while let Some(AgentEvent::TextDelta(more)) = queue.front() {
+                text.push_str(more);
+                queue.pop_front();
+            }
+        }
+        Some(event)
+    }
+}
+
+/// A run in progress: the conversation with its token ledger, the rest of the state, and what
+/// this run holds (its emitter, the tools' headers, a reserved call slot).
+pub(super) struct Live {
+    pub conv: Conversation,
+    /// The state without its messages, which live in `conv` meanwhile.
+    pub state: RunState,
+    pub emit: Emitter,
+    pub tool_headers: Arc<Vec<(String, String)>>,
+    /// A call slot reserved when the run was accepted, for its first LLM call.
+    pub slot: Option<OwnedSemaphorePermit>,
+    /// Main-loop LLM calls made by this run.
+    pub llm_calls: u32,
+}
+
+impl Live {
+    pub fn new(
+        mut state: RunState,
+        setup: &RunSetup,
+        emit: Emitter,
+        tool_headers: Arc<Vec<(String, String)>>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Live {
+        let mut conv = Conversation::new(setup.model.tokenizer, std::mem::take(&mut state.messages));
+        if let Some(system) = &setup.system_prompt {
+            // Regenerated every run and installed at index 0, whatever was there.
+            if conv.messages().first().is_some_and(|m| m.is_role("system")) {
+                conv.replace(0, system.clone());
+            } else {
+                conv.insert(0, system.clone());
+                for p in &mut state.pending {
+                    p.message_index += 1;
+                }
+            }
+        }
+        Live {
+            conv,
+            state,
+            emit,
+            tool_headers,
+            slot,
+            llm_calls: 0,
+        }
+    }
+
+    pub fn into_state(self) -> RunState {
+        let mut state = self.state;
+        state.messages = self.conv.into_messages();
+        state
+    }
+
+    pub fn push(&mut self, message: Message) {
+        let index = self.conv.len();
+        self.insert(index, message);
+    }
+
+    pub fn insert(&mut self, index: usize, message: Message) {
+        self.conv.insert(index, message);
+        let message = self.conv.messages()[index].clone();
+        self.emit.emit(AgentEvent::MessageAdded { index, message });
+    }
+
+    pub fn replace(&mut self, index: usize, message: Message) {
+        self.conv.replace(index, message);
+        let message = self.conv.messages()[index].clone();
+        self.emit.emit(AgentEvent::MessageReplaced { index, message });
+    }
+
+    pub fn report(&self, setup: &RunSetup) -> UsageReport {
+        self.state.usage.report(
+            &self.conv,
+            setup.tools_tokens,
+            &setup.model,
+            &self.state.truncations,
+        )
+    }
+
+    pub fn emit_usage(&self, setup: &RunSetup) {
+        self.emit
+            .emit(AgentEvent::Usage(Box::new(self.report(setup))));
+    }
+}

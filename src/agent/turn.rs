@@ -1,0 +1,252 @@
+//! The agentic loop: call the LLM, run the tools it asks for, feed the results back, until it
+//! answers, pauses on calls that wait for someone, or the turn's step budget is spent. Each
+//! step is a named function; `Agent::start` wraps them into a `Run`.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::Agent;
+use super::error::{RunError, RunErrorKind};
+use super::event::{AgentEvent, Answer};
+use super::input::Input;
+use super::run::{Emitter, Live, Run};
+use super::setup::RunSetup;
+use super::state::RunState;
+use super::structured::{FormatCheck, repair_prompt};
+use crate::context::tokens::count_message;
+use crate::llm::{Completion, CompletionRequest, LlmError};
+use crate::wire::Message;
+use crate::wire::response::ResponseFormatReport;
+
+impl Agent {
+    /// Accepts a run: compiles its config, renders the user's message, reserves one of the
+    /// model's call slots. Every refusal happens here, before any event; then the returned
+    /// `Run` streams the events, ending with `Finished`, `Paused` or `Failed`.
+    pub fn start(
+        self: &Arc<Self>,
+        config: &super::RunConfig,
+        state: RunState,
+        input: Input,
+    ) -> Result<Run, RunError> {
+        let setup = Arc::new(self.compile(config)?);
+        let new_images = input.message.as_ref().map_or(&[][..], |m| &m.images[..]);
+        self.options
+            .images
+            .check(&state.messages, new_images)
+            .map_err(|e| RunError::new(RunErrorKind::TooLarge, e))?;
+        let user = input
+            .message
+            .as_ref()
+            .map(|m| self.user_message(&setup, m))
+            .transpose()?;
+        let slot = setup.model.try_reserve_slot().ok_or_else(|| {
+            RunError::new(
+                RunErrorKind::Overloaded,
+                format!(
+                    "Model '{}' is at its limit of concurrent calls (llm.max_concurrent_calls_per_model); retry shortly",
+                    setup.model.key
+                ),
+            )
+        })?;
+        let emit = Emitter::default();
+        let mut live = Live::new(state, &setup, emit.clone(), input.tool_headers.clone(), Some(slot));
+        let agent = self.clone();
+        let driver = async move {
+            let end = agent.turn(&setup, &mut live, user, &input).await;
+            live.emit.emit(end.unwrap_or_else(AgentEvent::Failed));
+            live.into_state()
+        };
+        Ok(Run::new(Box::pin(driver), emit))
+    }
+
+    async fn turn(
+        &self,
+        s: &RunSetup,
+        live: &mut Live,
+        user: Option<Message>,
+        input: &Input,
+    ) -> Result<AgentEvent, RunError> {
+        self.answer_pending(s, live, &input.decisions, &input.frontend_results)
+            .await?;
+        if let Some(message) = user {
+            live.push(message);
+            live.state.steps = 0;
+        }
+        loop {
+            let step = live.state.steps + 1;
+            self.compact_if_needed(s, live).await?;
+            let last_step = step >= s.max_steps;
+            let (completion, reply) = self.call_llm(s, live, !last_step).await?;
+            live.state.steps = step;
+            if completion.tool_calls.is_empty() {
+                return self.finish_answer(s, live, completion, reply).await;
+            }
+            if last_step {
+                live.push(reply);
+                live.emit_usage(s);
+                return Err(RunError::new(
+                    RunErrorKind::MaxSteps,
+                    format!(
+                        "Too many LLM calls - exceeded max_steps: {step}/{}",
+                        s.max_steps
+                    ),
+                ));
+            }
+            if let Some(paused) = self.act(s, live, completion, reply).await {
+                return Ok(paused);
+            }
+        }
+    }
+
+    /// One LLM call over the conversation; its text goes out as deltas when asked for. Returns
+    /// the completion and the assistant message it makes, with the call's usage recorded.
+    async fn call_llm(
+        &self,
+        s: &RunSetup,
+        live: &mut Live,
+        offer_tools: bool,
+    ) -> Result<(Completion, Message), RunError> {
+        let slot = live.slot.take();
+        live.llm_calls += 1;
+        let request = CompletionRequest {
+            model: &s.model,
+            messages: live.conv.messages(),
+            tools: s.tool_definitions.as_deref().filter(|_| offer_tools),
+            response_format: s.response_format.as_ref(),
+        };
+        let emit = live.emit.clone();
+        let deltas = s.text_deltas;
+        let result = self
+            .llm
+            .complete(&request, slot, |text| {
+                if deltas {
+                    emit.emit(AgentEvent::TextDelta(text.to_owned()));
+                }
+            })
+            .await;
+        let completion = result.map_err(|e| {
+            tracing::warn!(model = %s.model.key, error = %e, "LLM call failed");
+            self.llm_failure(&e)
+        })?;
+        let reply = Message::assistant(
+            completion.content.clone(),
+            completion.reasoning.clone(),
+            completion.tool_calls.clone(),
+        );
+        let prompt = live.conv.total() + s.tools_tokens;
+        live.state.usage.record_or_estimate(
+            completion.usage,
+            prompt,
+            || count_message(s.model.tokenizer, &reply).total(),
+            &s.model,
+        );
+        Ok((completion, reply))
+    }
+
+    /// The model answered: the answer joins the history, is checked against the response
+    /// format (one repair round), and ends the run.
+    async fn finish_answer(
+        &self,
+        s: &RunSetup,
+        live: &mut Live,
+        completion: Completion,
+        reply: Message,
+    ) -> Result<AgentEvent, RunError> {
+        live.push(reply);
+        let mut text = completion.content.unwrap_or_default();
+        let mut format = None;
+        if let Some(check) = &s.format_check {
+            let checked = match check.check(&text) {
+                Ok(clean) => Ok((clean, false)),
+                Err(violations) => {
+                    tracing::info!(?violations, "answer does not match response_format: repairing");
+                    self.repair_answer(s, live, check, &violations)
+                        .await?
+                        .map(|clean| (clean, true))
+                }
+            };
+            match checked {
+                Ok((clean, repaired)) => {
+                    text = clean;
+                    format = Some(ResponseFormatReport {
+                        valid: true,
+                        repaired,
+                    });
+                }
+                Err(violations) => {
+                    live.emit_usage(s);
+                    return Err(RunError::new(
+                        RunErrorKind::InvalidAnswer,
+                        format!(
+                            "The answer does not match the requested response_format after one repair attempt: {}",
+                            violations.join("; ")
+                        ),
+                    ));
+                }
+            }
+        }
+        let usage = live.report(s);
+        live.emit.emit(AgentEvent::Usage(Box::new(usage.clone())));
+        Ok(AgentEvent::Finished(Box::new(Answer {
+            text,
+            finish_reason: completion.finish_reason,
+            format,
+            usage,
+        })))
+    }
+
+    /// One repair round: the model sees its answer and the violations and answers again (no
+    /// tools). On success the final assistant message is replaced by the corrected JSON, so
+    /// the history carries the answer the client got.
+    async fn repair_answer(
+        &self,
+        s: &RunSetup,
+        live: &mut Live,
+        check: &FormatCheck,
+        violations: &[String],
+    ) -> Result<Result<String, Vec<String>>, RunError> {
+        let mut messages = live.conv.messages().to_vec();
+        messages.push(Message::user(Value::String(repair_prompt(violations))));
+        let request = CompletionRequest {
+            model: &s.model,
+            messages: &messages,
+            tools: None,
+            response_format: s.response_format.as_ref(),
+        };
+        // The repaired answer arrives whole in the final event: no deltas.
+        let completion = self
+            .llm
+            .complete(&request, live.slot.take(), |_| {})
+            .await
+            .map_err(|e| self.llm_failure(&e))?;
+        let text = completion.content.unwrap_or_default();
+        live.state.usage.record_or_estimate(
+            completion.usage,
+            live.conv.total(),
+            || s.model.tokenizer.count(&text),
+            &s.model,
+        );
+        let clean = match check.check(&text) {
+            Ok(clean) => clean,
+            Err(violations) => return Ok(Err(violations)),
+        };
+        let last = live.conv.len() - 1;
+        live.replace(last, Message::assistant(Some(clean.clone()), None, Vec::new()));
+        Ok(Ok(clean))
+    }
+
+    /// An LLM failure as the run's error; provider messages can echo credentials: masked.
+    pub(super) fn llm_failure(&self, e: &LlmError) -> RunError {
+        let mut message = e.to_string();
+        self.masker.mask(&mut message);
+        let kind = match e {
+            LlmError::RateLimited { .. } => RunErrorKind::RateLimited,
+            // 401 from the provider would read as the client's own key: a bad gateway.
+            LlmError::Auth { .. } | LlmError::Oversized(_) => RunErrorKind::BadGateway,
+            LlmError::Overloaded(_) => RunErrorKind::Overloaded,
+            _ => RunErrorKind::Provider,
+        };
+        RunError::new(kind, message)
+    }
+}

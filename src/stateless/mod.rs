@@ -1,0 +1,51 @@
+//! The stateless `/api/chat` front door (HolmesGPT's): the client carries the conversation.
+//! A request becomes a run's config, state and input (pending approvals verified here, the
+//! only place approval tokens are signed or checked); the run's events become HolmesGPT
+//! frames. The HTTP handler and the CLI's in-process mode share it.
+
+mod approvals;
+mod prepare;
+mod render;
+
+use std::sync::Arc;
+
+use crate::agent::{Agent, RunError};
+use crate::wire::{ChatRequest, FollowUpAction};
+
+pub use approvals::{ApprovalSigner, TokenError, conversation_digest};
+pub use prepare::RequestMeta;
+pub use render::{ChatRun, metadata};
+
+pub struct StatelessChat {
+    pub agent: Arc<Agent>,
+    signer: Arc<ApprovalSigner>,
+}
+
+impl StatelessChat {
+    pub fn new(agent: Arc<Agent>, signer: ApprovalSigner) -> StatelessChat {
+        StatelessChat {
+            agent,
+            signer: Arc::new(signer),
+        }
+    }
+
+    /// Starts a request's run; every refusal comes back here, before any frame.
+    pub fn start(&self, request: ChatRequest, meta: RequestMeta) -> Result<ChatRun, RunError> {
+        let request_id = meta.request_id.clone();
+        let prepared = prepare::prepare(&self.signer, request, meta)?;
+        let follow_up_actions = if prepared.first_turn {
+            FollowUpAction::defaults()
+        } else {
+            Vec::new()
+        };
+        let run = self
+            .agent
+            .start(&prepared.config, prepared.state, prepared.input)?;
+        Ok(ChatRun::new(
+            run,
+            self.signer.clone(),
+            follow_up_actions,
+            request_id,
+        ))
+    }
+}

@@ -1,0 +1,205 @@
+//! A `/api/chat` request → the run's config, state and input. The client's history is the
+//! state: calls flagged as pending become the state's pending calls, and each pending
+//! approval's token is verified here, at the edge — a call whose token fails is refused.
+
+use crate::agent::{
+    ApprovalMode, Decision, FrontendResult, Input, PendingCall, RunConfig, RunError, RunState,
+    UserMessage, Verdict, Waiting,
+};
+use crate::wire::{ChatRequest, Message};
+
+use super::approvals::{ApprovalSigner, TokenError, conversation_digest};
+
+/// What the HTTP layer knows about a request besides its body.
+#[derive(Debug, Clone, Default)]
+pub struct RequestMeta {
+    pub request_id: String,
+    /// Request headers tools may see (blocked ones already removed).
+    pub headers: Vec<(String, String)>,
+}
+
+pub(super) struct Prepared {
+    pub config: RunConfig,
+    pub state: RunState,
+    pub input: Input,
+    /// Suggested on a conversation's first turn only.
+    pub first_turn: bool,
+}
+
+pub(super) fn prepare(
+    signer: &ApprovalSigner,
+    req: ChatRequest,
+    meta: RequestMeta,
+) -> Result<Prepared, RunError> {
+    let history = req.conversation_history.unwrap_or_default();
+    if let Some(moved) = signer.moved_token(&history) {
+        return Err(RunError::bad_input(moved));
+    }
+    let client_decisions = req.tool_decisions.unwrap_or_default();
+    if let Some(d) = client_decisions
+        .iter()
+        .find(|d| d.save_prefixes.as_ref().is_some_and(|p| !p.is_empty()))
+    {
+        // Remembering approved prefixes would let one approval authorise later commands the
+        // user never saw; triage asks for each call instead (docs/holmesgpt-compatibility.md).
+        return Err(RunError::bad_input(format!(
+            "tool_decisions: save_prefixes is not supported (decision for '{}'): triage asks \
+             for approval of every call that needs it; send the decision without save_prefixes",
+            d.tool_call_id
+        )));
+    }
+    let frontend_results = req.frontend_tool_results.unwrap_or_default();
+    let resuming =
+        !history.is_empty() && (!client_decisions.is_empty() || !frontend_results.is_empty());
+    let has_ask = !req.ask.trim().is_empty();
+    if !has_ask && !resuming {
+        return Err(RunError::bad_input(
+            "`ask` is empty: send a question (an empty ask only resumes a paused \
+             conversation, with tool_decisions or frontend_tool_results)",
+        ));
+    }
+    let first_turn = !history.iter().any(|m| m.is_role("assistant"));
+    let (mut state, mut decisions) = state_from_history(signer, history);
+    if !has_ask {
+        // A resume continues the user's turn: its steps count against the same budget.
+        state.steps = steps_of_last_turn(&state.messages);
+    }
+    decisions.extend(client_decisions.into_iter().map(|d| Decision {
+        call_id: d.tool_call_id,
+        verdict: if d.approved {
+            Verdict::Approved
+        } else {
+            Verdict::Denied {
+                feedback: d.feedback,
+            }
+        },
+    }));
+    let config = RunConfig {
+        model: req.model,
+        additional_system_prompt: req.additional_system_prompt,
+        behavior_controls: req.behavior_controls,
+        response_format: req.response_format,
+        frontend_tools: req.frontend_tools.unwrap_or_default(),
+        approvals: if req.stream && req.enable_tool_approval {
+            ApprovalMode::Pause
+        } else {
+            ApprovalMode::Refuse
+        },
+        can_pause: req.stream,
+        text_deltas: req.stream && req.stream_deltas,
+    };
+    let input = Input {
+        message: has_ask.then(|| UserMessage {
+            text: req.ask,
+            images: req.images.unwrap_or_default(),
+        }),
+        decisions,
+        frontend_results: frontend_results
+            .into_iter()
+            .map(|r| FrontendResult {
+                call_id: r.tool_call_id,
+                result: r.result,
+            })
+            .collect(),
+        tool_headers: std::sync::Arc::new(meta.headers),
+    };
+    Ok(Prepared {
+        config,
+        state,
+        input,
+        first_turn,
+    })
+}
+
+/// The history as a run state: pending flags become pending calls (and never survive), and a
+/// pending approval whose token does not verify is refused.
+fn state_from_history(signer: &ApprovalSigner, mut history: Vec<Message>) -> (RunState, Vec<Decision>) {
+    let mut pending = Vec::new();
+    let mut refusals = Vec::new();
+    for i in 0..history.len() {
+        let flagged = history[i].is_role("assistant")
+            && history[i]
+                .tool_calls()
+                .iter()
+                .any(|c| c.pending_approval.is_some() || c.pending_frontend.is_some());
+        if !flagged {
+            continue;
+        }
+        // Flags and tokens are not part of the digest: computed before they are taken off.
+        let digest = conversation_digest(&history[..=i]);
+        for call in history[i].tool_calls.iter_mut().flatten() {
+            let approval = call.pending_approval.take() == Some(true);
+            let frontend = call.pending_frontend.take() == Some(true);
+            let token = call.approval_token.take();
+            if approval {
+                let verified = signer.verify(
+                    token.as_deref(),
+                    &call.id,
+                    &call.function.name,
+                    &call.function.arguments,
+                    &digest,
+                );
+                if let Err(reason) = verified {
+                    tracing::warn!(tool_call_id = %call.id, ?reason, "approval token rejected");
+                    refusals.push(Decision {
+                        call_id: call.id.clone(),
+                        verdict: Verdict::Refused {
+                            reason: refusal(signer, reason),
+                        },
+                    });
+                }
+                pending.push(PendingCall {
+                    message_index: i,
+                    call: call.clone(),
+                    waits_for: Waiting::Approval {
+                        description: String::new(),
+                        params: serde_json::Value::Null,
+                    },
+                });
+            } else if frontend {
+                pending.push(PendingCall {
+                    message_index: i,
+                    call: call.clone(),
+                    waits_for: Waiting::Frontend {
+                        arguments: serde_json::Value::Null,
+                    },
+                });
+            }
+        }
+    }
+    let state = RunState {
+        messages: history,
+        pending,
+        ..RunState::default()
+    };
+    (state, refusals)
+}
+
+fn refusal(signer: &ApprovalSigner, reason: TokenError) -> String {
+    let why = match reason {
+        TokenError::Expired => format!(
+            "the approval expired (pending approvals are valid for {} s, \
+             approvals.token_ttl_secs)",
+            signer.ttl_secs()
+        ),
+        _ => "this pending approval was not issued by this server for this \
+              conversation, or was altered"
+            .to_owned(),
+    };
+    format!(
+        "Approval token validation failed ({reason:?}): {why}, so the tool was not \
+         run. Call the tool again if it is still needed."
+    )
+}
+
+/// LLM calls since the last user message: one per assistant message.
+fn steps_of_last_turn(messages: &[Message]) -> u32 {
+    let start = messages
+        .iter()
+        .rposition(|m| m.is_role("user"))
+        .map_or(0, |i| i + 1);
+    messages[start..]
+        .iter()
+        .filter(|m| m.is_role("assistant"))
+        .count() as u32
+}
