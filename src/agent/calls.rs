@@ -76,7 +76,8 @@ impl Agent {
             match plan {
                 Plan::Immediate(outcome) => {
                     if let Outcome::Done(done) = outcome.as_ref() {
-                        live.emit.emit(AgentEvent::ToolFinished(Box::new(done.clone())));
+                        live.emit
+                            .emit(AgentEvent::ToolFinished(Box::new(done.clone())));
                     }
                     outcomes.push(Some(*outcome));
                 }
@@ -90,7 +91,10 @@ impl Agent {
                 }
             }
         }
-        for (i, outcome) in job_slots.into_iter().zip(self.run_calls(s, live, jobs).await) {
+        for (i, outcome) in job_slots
+            .into_iter()
+            .zip(self.run_calls(s, live, jobs).await)
+        {
             outcomes[i] = Some(outcome);
         }
         let mut pending = Vec::new();
@@ -278,7 +282,5 @@ fn classify(mut done: ToolOutcome, approved: bool, pause_for_approval: bool) -> 
         .error
         .take()
         .unwrap_or_else(|| "the command needs approval".into());
-    Outcome::Done(done.into_error(format!(
-        "Tool call rejected for security reasons: {reason}"
-    )))
+    Outcome::Done(done.into_error(format!("Tool call rejected for security reasons: {reason}")))
 }

@@ -81,12 +81,13 @@ impl Agent {
         }
         let why = if self.compaction.enabled {
             let initial = live.conv.total() + s.tools_tokens;
-            live.emit.emit(AgentEvent::CompactionStarted(CompactionStarted {
-                initial_tokens: initial,
-                num_messages: live.conv.len(),
-                context_window: s.model.context_window,
-                threshold_pct: self.compaction.threshold_pct,
-            }));
+            live.emit
+                .emit(AgentEvent::CompactionStarted(CompactionStarted {
+                    initial_tokens: initial,
+                    num_messages: live.conv.len(),
+                    context_window: s.model.context_window,
+                    threshold_pct: self.compaction.threshold_pct,
+                }));
             match self.compact(s, live).await {
                 Ok(Some(report)) => {
                     let notice = format!(
@@ -165,7 +166,13 @@ impl Agent {
             slot: live.slot.take(),
         };
         let summary = self
-            .summarise(model, system.as_ref(), to_summarise, &instructions, &mut calls)
+            .summarise(
+                model,
+                system.as_ref(),
+                to_summarise,
+                &instructions,
+                &mut calls,
+            )
             .await?;
         let preamble = self
             .prompts
@@ -192,7 +199,9 @@ impl Agent {
         live.conv = new_conv;
         let cost = model
             .prices
-            .map(|(i, o)| calls.usage.prompt_tokens as f64 * i + calls.usage.completion_tokens as f64 * o)
+            .map(|(i, o)| {
+                calls.usage.prompt_tokens as f64 * i + calls.usage.completion_tokens as f64 * o
+            })
             .unwrap_or(0.0);
         Ok(Some(CompactionReport {
             summary,

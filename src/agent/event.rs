@@ -15,9 +15,15 @@ pub enum AgentEvent {
     /// A piece of the assistant's text as the LLM writes it (transient).
     TextDelta(String),
     /// A message joined the history at `index` (usually its end).
-    MessageAdded { index: usize, message: Message },
+    MessageAdded {
+        index: usize,
+        message: Message,
+    },
     /// The message at `index` was replaced (the repaired structured answer).
-    MessageReplaced { index: usize, message: Message },
+    MessageReplaced {
+        index: usize,
+        message: Message,
+    },
     /// The assistant's text or reasoning beside the tool calls it asked for.
     Thought {
         content: Option<String>,
@@ -26,14 +32,19 @@ pub enum AgentEvent {
     },
     /// triage's own note to the user (the history was compacted, the context is full).
     Notice(String),
-    ToolStarted { call_id: String, tool_name: String },
+    ToolStarted {
+        call_id: String,
+        tool_name: String,
+    },
     ToolFinished(Box<ToolOutcome>),
     /// The conversation's token usage after an LLM call, after tool results, after compaction.
     Usage(Box<UsageReport>),
     CompactionStarted(CompactionStarted),
     Compacted(Box<CompactionReport>),
     /// The run waits for decisions or frontend results (terminal).
-    Paused { pending: Vec<PendingCall> },
+    Paused {
+        pending: Vec<PendingCall>,
+    },
     /// The final answer (terminal).
     Finished(Box<Answer>),
     /// The run failed (terminal).

@@ -29,10 +29,14 @@ pub struct Decision {
 #[derive(Debug, Clone)]
 pub enum Verdict {
     Approved,
-    Denied { feedback: Option<String> },
+    Denied {
+        feedback: Option<String>,
+    },
     /// The front door could not trust the pending call (e.g. its approval token failed): it
     /// does not run, and the model reads why.
-    Refused { reason: String },
+    Refused {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone)]

@@ -56,3 +56,5 @@ pub struct Agent {
     pub compaction: CompactionOptions,
     pub masker: SecretMasker,
 }
+#[cfg(test)]
+mod tests;

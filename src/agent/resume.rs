@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::Agent;
-use super::canonical::canonical;
 use super::calls::{Job, Outcome};
+use super::canonical::canonical;
 use super::error::RunError;
 use super::event::AgentEvent;
 use super::input::{Decision, FrontendResult, Verdict};
@@ -76,7 +76,10 @@ impl Agent {
                 .emit(AgentEvent::ToolFinished(Box::new(outcome.clone())));
             answers.push(Some(outcome));
         }
-        for (i, outcome) in job_slots.into_iter().zip(self.run_calls(s, live, jobs).await) {
+        for (i, outcome) in job_slots
+            .into_iter()
+            .zip(self.run_calls(s, live, jobs).await)
+        {
             if let Outcome::Done(done) | Outcome::AwaitingApproval(done) = outcome {
                 answers[i] = Some(done);
             }

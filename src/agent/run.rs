@@ -119,7 +119,8 @@ impl Live {
         tool_headers: Arc<Vec<(String, String)>>,
         slot: Option<OwnedSemaphorePermit>,
     ) -> Live {
-        let mut conv = Conversation::new(setup.model.tokenizer, std::mem::take(&mut state.messages));
+        let mut conv =
+            Conversation::new(setup.model.tokenizer, std::mem::take(&mut state.messages));
         if let Some(system) = &setup.system_prompt {
             // Regenerated every run and installed at index 0, whatever was there.
             if conv.messages().first().is_some_and(|m| m.is_role("system")) {
@@ -161,7 +162,8 @@ impl Live {
     pub fn replace(&mut self, index: usize, message: Message) {
         self.conv.replace(index, message);
         let message = self.conv.messages()[index].clone();
-        self.emit.emit(AgentEvent::MessageReplaced { index, message });
+        self.emit
+            .emit(AgentEvent::MessageReplaced { index, message });
     }
 
     pub fn report(&self, setup: &RunSetup) -> UsageReport {

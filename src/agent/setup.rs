@@ -44,7 +44,9 @@ impl Agent {
             .models
             .resolve(config.model.as_deref())
             .map_err(|e| match e {
-                ModelLookupError::NoneConfigured => RunError::new(RunErrorKind::NoModel, e.to_string()),
+                ModelLookupError::NoneConfigured => {
+                    RunError::new(RunErrorKind::NoModel, e.to_string())
+                }
                 ModelLookupError::Unknown { .. } => RunError::bad_input(e.to_string()),
             })?;
         let (frontend_tools, frontend_defs) =
@@ -99,7 +101,10 @@ impl Agent {
             return Ok((defs, builtin_tokens));
         }
         let internal = |e: serde_json::Error| {
-            RunError::new(RunErrorKind::Internal, format!("cannot encode the tools: {e}"))
+            RunError::new(
+                RunErrorKind::Internal,
+                format!("cannot encode the tools: {e}"),
+            )
         };
         let extra = serde_json::to_string(frontend_defs).map_err(internal)?;
         let extra_tokens = model.tokenizer.count(&extra);

@@ -50,7 +50,13 @@ impl Agent {
             )
         })?;
         let emit = Emitter::default();
-        let mut live = Live::new(state, &setup, emit.clone(), input.tool_headers.clone(), Some(slot));
+        let mut live = Live::new(
+            state,
+            &setup,
+            emit.clone(),
+            input.tool_headers.clone(),
+            Some(slot),
+        );
         let agent = self.clone();
         let driver = async move {
             let end = agent.turn(&setup, &mut live, user, &input).await;
@@ -160,7 +166,10 @@ impl Agent {
             let checked = match check.check(&text) {
                 Ok(clean) => Ok((clean, false)),
                 Err(violations) => {
-                    tracing::info!(?violations, "answer does not match response_format: repairing");
+                    tracing::info!(
+                        ?violations,
+                        "answer does not match response_format: repairing"
+                    );
                     self.repair_answer(s, live, check, &violations)
                         .await?
                         .map(|clean| (clean, true))
@@ -232,7 +241,10 @@ impl Agent {
             Err(violations) => return Ok(Err(violations)),
         };
         let last = live.conv.len() - 1;
-        live.replace(last, Message::assistant(Some(clean.clone()), None, Vec::new()));
+        live.replace(
+            last,
+            Message::assistant(Some(clean.clone()), None, Vec::new()),
+        );
         Ok(Ok(clean))
     }
 

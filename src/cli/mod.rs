@@ -15,9 +15,9 @@ use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 
-use crate::stateless::{RequestMeta, StatelessChat};
 use crate::config::Settings;
 use crate::startup::{build_agent, install_crypto_provider, stateless_chat};
+use crate::stateless::{RequestMeta, StatelessChat};
 use crate::wire::events::{ApprovalRequired, ToolStatus};
 use crate::wire::request::ToolDecision;
 use crate::wire::{ChatRequest, StreamEvent};

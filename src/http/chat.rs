@@ -10,8 +10,8 @@ use bytes::Bytes;
 use futures::Stream;
 
 use super::body::{parse_json, read_body};
-use super::sse::StreamLimits;
 use super::error::run_error_response;
+use super::sse::StreamLimits;
 use super::{ApiError, AppState, RequestId, sse};
 use crate::context::tokens::count_off_workers;
 use crate::stateless::RequestMeta;

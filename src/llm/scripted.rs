@@ -72,7 +72,9 @@ impl Provider for ScriptedProvider {
             total_tokens: 110,
         });
         let fragments: Vec<Result<Fragment, LlmError>> = match reply {
-            None => vec![Err(LlmError::Protocol("the script has no more answers".into()))],
+            None => vec![Err(LlmError::Protocol(
+                "the script has no more answers".into(),
+            ))],
             Some(Reply::Fail(message)) => vec![Err(LlmError::Upstream {
                 status: 500,
                 message,

@@ -113,7 +113,10 @@ pub(super) fn prepare(
 
 /// The history as a run state: pending flags become pending calls (and never survive), and a
 /// pending approval whose token does not verify is refused.
-fn state_from_history(signer: &ApprovalSigner, mut history: Vec<Message>) -> (RunState, Vec<Decision>) {
+fn state_from_history(
+    signer: &ApprovalSigner,
+    mut history: Vec<Message>,
+) -> (RunState, Vec<Decision>) {
     let mut pending = Vec::new();
     let mut refusals = Vec::new();
     for i in 0..history.len() {

@@ -15,8 +15,8 @@ use crate::agent::{
 use crate::tools::ToolOutcome;
 use crate::wire::events::{
     AiMessage, AnswerDelta, AnswerEnd, ApprovalRequired, CompactedMetadata, CompactionCost,
-    CompactionStart, CompactionStartMetadata, ErrorEvent, PendingApproval,
-    PendingFrontendToolCall, StartToolCalling, TokenCount, ToolCallResult, ToolResultBody,
+    CompactionStart, CompactionStartMetadata, ErrorEvent, PendingApproval, PendingFrontendToolCall,
+    StartToolCalling, TokenCount, ToolCallResult, ToolResultBody,
 };
 use crate::wire::{ChatResponse, FollowUpAction, Message, Metadata, StreamEvent};
 
@@ -70,9 +70,10 @@ impl ChatRun {
                     });
                 }
                 StreamEvent::Error(e) => {
-                    return Err(self.failure.take().unwrap_or_else(|| {
-                        RunError::new(RunErrorKind::Internal, e.description)
-                    }));
+                    return Err(self
+                        .failure
+                        .take()
+                        .unwrap_or_else(|| RunError::new(RunErrorKind::Internal, e.description)));
                 }
                 StreamEvent::ApprovalRequired(_) => {
                     return Err(RunError::new(
@@ -193,7 +194,11 @@ impl ChatRun {
 
     /// The run's final history, each pending call flagged where the client will send it back.
     fn history(&mut self, pending: &[PendingCall]) -> Vec<Message> {
-        let mut messages = self.run.take_state().map(|s| s.messages).unwrap_or_default();
+        let mut messages = self
+            .run
+            .take_state()
+            .map(|s| s.messages)
+            .unwrap_or_default();
         let mut digests: Vec<(usize, String)> = Vec::new();
         for p in pending {
             let index = p.message_index;

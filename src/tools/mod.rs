@@ -25,7 +25,9 @@ pub use todowrite::TodoWrite;
 const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How a tool call went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Success,

@@ -421,16 +421,38 @@ async fn approved_calls_of_one_resume_run_at_the_same_time() {
             "ai_answer_end"
         ]
     );
-    // Reported in the order of the history.
-    for (event, (id, out)) in events
+    // Reported as each finishes (either may be first); joined to the history in the order
+    // the model asked for them.
+    let mut reported: Vec<(String, String)> = events[..2]
         .iter()
-        .zip([("first", "a-done"), ("second", "b-done")])
-    {
-        assert_eq!(event.data["tool_call_id"], id);
-        assert_eq!(event.data["result"]["status"], "success", "{}", event.data);
-        assert_eq!(
-            event.data["result"]["data"].as_str().map(str::trim),
-            Some(out)
-        );
-    }
+        .map(|e| {
+            assert_eq!(e.data["result"]["status"], "success", "{}", e.data);
+            (
+                e.data["tool_call_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                e.data["result"]["data"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
+            )
+        })
+        .collect();
+    reported.sort();
+    assert_eq!(
+        reported,
+        [
+            ("first".to_owned(), "a-done".to_owned()),
+            ("second".to_owned(), "b-done".to_owned())
+        ]
+    );
+    let history = events[3].data["conversation_history"].as_array().unwrap();
+    let tool_ids: Vec<&str> = history
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
+    assert_eq!(tool_ids, ["first", "second"]);
 }
