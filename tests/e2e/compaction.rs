@@ -91,6 +91,17 @@ async fn long_incoming_history_is_compacted_before_the_first_call() {
     assert_eq!(meta["num_messages_after"], 3);
     assert!(meta["compression_ratio_pct"].as_f64().unwrap() > 10.0);
     assert!(meta["compaction_cost"]["total_tokens"].as_u64().unwrap() > 0);
+    // Keys HolmesGPT always sends, with the values that are true of triage.
+    assert_eq!(meta["fallback_used"], false);
+    assert!(meta.get("fallback_reason").is_none());
+    assert_eq!(meta["summarization_requests"], 1);
+    assert_eq!(meta["compaction_cost"]["cached_tokens"], Value::Null);
+    assert!(
+        meta["compaction_cost"]
+            .as_object()
+            .unwrap()
+            .contains_key("cache_creation_tokens")
+    );
     let messages = compacted["messages"].as_array().unwrap();
     let roles: Vec<_> = messages
         .iter()

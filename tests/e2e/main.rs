@@ -27,6 +27,7 @@ mod openapi;
 mod operations;
 mod policy_strace;
 mod readme;
+mod run_fixes;
 mod sandbox;
 mod secret_masking;
 mod security;
