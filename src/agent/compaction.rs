@@ -8,7 +8,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::Agent;
 use super::error::{RunError, RunErrorKind};
-use super::event::{AgentEvent, CompactionStarted};
+use super::event::{AgentEvent, CompactionReport, CompactionStarted};
 use super::run::Live;
 use super::setup::RunSetup;
 use crate::context::conversation::Conversation;
@@ -32,23 +32,6 @@ pub(super) enum CompactionError {
     MessageTooLarge,
     #[error("prompt template: {0}")]
     Prompt(String),
-}
-
-/// What a compaction did.
-#[derive(Debug, Clone)]
-pub struct CompactionReport {
-    pub summary: String,
-    /// The new history: system prompt, summary, last user message.
-    pub messages: Vec<Message>,
-    pub initial_tokens: u32,
-    pub compacted_tokens: u32,
-    pub num_messages_before: usize,
-    pub context_window: u32,
-    pub threshold_pct: u32,
-    /// Summary requests made (chunks and retries).
-    pub summarization_requests: u32,
-    pub usage: Usage,
-    pub cost: f64,
 }
 
 /// Summary requests of one compaction: their usage, their count, and the call slot the run

@@ -2,13 +2,12 @@
 //! them grows with the conversation, not with its square. Front doors render them (`wire/`
 //! as HolmesGPT frames); a store can append them.
 
-use super::compaction::CompactionReport;
 use super::error::RunError;
 use super::state::PendingCall;
 use super::usage::UsageReport;
 use crate::tools::ToolOutcome;
 use crate::wire::Message;
-use crate::wire::response::ResponseFormatReport;
+use crate::wire::response::{ResponseFormatReport, Usage};
 
 #[derive(Debug, Clone)]
 pub enum AgentEvent {
@@ -75,4 +74,21 @@ pub struct Answer {
     /// Set when a `response_format` was enforced.
     pub format: Option<ResponseFormatReport>,
     pub usage: UsageReport,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone)]
+pub struct CompactionReport {
+    pub summary: String,
+    /// The new history: system prompt, summary, last user message.
+    pub messages: Vec<Message>,
+    pub initial_tokens: u32,
+    pub compacted_tokens: u32,
+    pub num_messages_before: usize,
+    pub context_window: u32,
+    pub threshold_pct: u32,
+    /// Summary requests made (chunks and retries).
+    pub summarization_requests: u32,
+    pub usage: Usage,
+    pub cost: f64,
 }

@@ -25,10 +25,10 @@ use crate::llm::{Llm, ModelRegistry};
 use crate::prompt::Prompts;
 use crate::tools::ToolRegistry;
 
-pub use compaction::{CompactionOptions, CompactionReport};
+pub use compaction::CompactionOptions;
 pub use config::{ApprovalMode, RunConfig};
 pub use error::{RunError, RunErrorKind};
-pub use event::{AgentEvent, Answer, CompactionStarted};
+pub use event::{AgentEvent, Answer, CompactionReport, CompactionStarted};
 pub use images::ImageLimits;
 pub use input::{Decision, FrontendResult, Input, UserMessage, Verdict};
 pub use run::Run;

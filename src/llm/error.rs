@@ -106,7 +106,7 @@ impl LlmError {
             404 => LlmError::NotFound {
                 url: url.to_owned(),
                 message,
-                hint: super::probe::missing_v1_hint(url),
+                hint: missing_v1_hint(url),
             },
             429 => LlmError::RateLimited {
                 message,
@@ -118,6 +118,20 @@ impl LlmError {
                 retry_after,
             },
         }
+    }
+}
+
+/// What to try after a 404, when the API base does not end in `/v1`.
+pub fn missing_v1_hint(endpoint: &str) -> String {
+    let base = endpoint
+        .split('?')
+        .next()
+        .unwrap_or(endpoint)
+        .trim_end_matches("/chat/completions");
+    if base.ends_with("/v1") || endpoint.contains("/openai/deployments/") {
+        String::new()
+    } else {
+        format!("; most OpenAI-compatible servers serve under /v1: try api_base = \"{base}/v1\"")
     }
 }
 

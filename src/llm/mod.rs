@@ -2,6 +2,7 @@
 //! OpenAI-compatible provider and an in-process scripted one for tests of the agent.
 
 mod assemble;
+mod complete;
 pub mod entry_keys;
 mod error;
 mod event_limit;
@@ -12,9 +13,8 @@ mod provider;
 pub mod registry;
 pub mod scripted;
 
+pub use complete::{Llm, SCRIPTED_PREFIX};
 pub use error::LlmError;
 pub use openai::{LlmTimeouts, OpenAiClient, RetryPolicy};
-pub use provider::{
-    Completion, CompletionRequest, Fragment, Llm, Provider, SCRIPTED_PREFIX, ToolCallFragment,
-};
+pub use provider::{Completion, CompletionRequest, Fragment, Provider, ToolCallFragment};
 pub use registry::{ModelConfig, ModelLookupError, ModelRegistry};

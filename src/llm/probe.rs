@@ -56,20 +56,6 @@ fn models_url(endpoint: &str) -> Option<String> {
         .map(|base| format!("{base}/models"))
 }
 
-/// What to try after a 404, when the API base does not end in `/v1`.
-pub fn missing_v1_hint(endpoint: &str) -> String {
-    let base = endpoint
-        .split('?')
-        .next()
-        .unwrap_or(endpoint)
-        .trim_end_matches("/chat/completions");
-    if base.ends_with("/v1") || endpoint.contains("/openai/deployments/") {
-        String::new()
-    } else {
-        format!("; most OpenAI-compatible servers serve under /v1: try api_base = \"{base}/v1\"")
-    }
-}
-
 fn request(
     http: &reqwest::Client,
     method: reqwest::Method,
@@ -171,7 +157,7 @@ async fn complete_one_token(
         401 | 403 => Probe::AuthRefused { status, message },
         404 => Probe::NotFound {
             url: model.endpoint.clone(),
-            hint: missing_v1_hint(&model.endpoint),
+            hint: super::error::missing_v1_hint(&model.endpoint),
         },
         // Reachable and authorised; a reasoning model may refuse `max_tokens`, which is fine.
         400 if !mentions_unknown_model(&message) => Probe::Reachable,
@@ -200,8 +186,14 @@ mod tests {
 
     #[test]
     fn hints_at_a_missing_v1_only_when_it_is_missing() {
-        assert!(missing_v1_hint("http://h:8000/chat/completions").contains("http://h:8000/v1"));
-        assert_eq!(missing_v1_hint("http://h:8000/v1/chat/completions"), "");
+        assert!(
+            super::super::error::missing_v1_hint("http://h:8000/chat/completions")
+                .contains("http://h:8000/v1")
+        );
+        assert_eq!(
+            super::super::error::missing_v1_hint("http://h:8000/v1/chat/completions"),
+            ""
+        );
     }
 
     #[test]

@@ -1,17 +1,10 @@
 //! The seam between the agent and LLM providers: a provider streams one completion as
-//! fragments (text, reasoning, tool-call pieces, usage, finish); `Llm` picks the provider of a
-//! model, bounds the call (slot, deadline, size) and assembles the answer.
+//! fragments (text, reasoning, tool-call pieces, usage, finish).
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::OwnedSemaphorePermit;
 
-use super::assemble::Assembler;
 use super::error::LlmError;
 use super::registry::ModelConfig;
 use crate::wire::response::Usage;
@@ -62,114 +55,4 @@ pub trait Provider: Send + Sync {
         &'a self,
         request: &'a CompletionRequest<'a>,
     ) -> BoxStream<'a, Result<Fragment, LlmError>>;
-}
-
-/// The providers, chosen per model, and the bounds every call gets.
-pub struct Llm {
-    openai: Arc<dyn Provider>,
-    /// In-process scripted answers for models named `scripted/…` (tests of the agent).
-    scripted: Option<Arc<dyn Provider>>,
-    /// A whole call, retries included (llm.request_timeout_secs).
-    request_timeout: Duration,
-    /// How long a call waits for one of the model's slots.
-    slot_wait: Duration,
-}
-
-pub const SCRIPTED_PREFIX: &str = "scripted/";
-
-impl Llm {
-    pub fn new(openai: Arc<dyn Provider>, request_timeout: Duration, slot_wait: Duration) -> Llm {
-        Llm {
-            openai,
-            scripted: None,
-            request_timeout,
-            slot_wait,
-        }
-    }
-
-    pub fn with_scripted(mut self, provider: Arc<dyn Provider>) -> Llm {
-        self.scripted = Some(provider);
-        self
-    }
-
-    fn provider(&self, model: &ModelConfig) -> &dyn Provider {
-        match &self.scripted {
-            Some(scripted) if model.model_id.starts_with(SCRIPTED_PREFIX) => scripted.as_ref(),
-            _ => self.openai.as_ref(),
-        }
-    }
-
-    /// One completion. `slot` is a call slot the caller reserved earlier (else one is waited
-    /// for, boundedly); `on_text` receives each piece of answer text as it arrives.
-    pub async fn complete(
-        &self,
-        request: &CompletionRequest<'_>,
-        slot: Option<OwnedSemaphorePermit>,
-        mut on_text: impl FnMut(&str) + Send,
-    ) -> Result<Completion, LlmError> {
-        let model = request.model;
-        let _slot = match slot {
-            Some(permit) => permit,
-            None => model
-                .reserve_slot_within(self.slot_wait)
-                .await
-                .ok_or_else(|| LlmError::Overloaded(model.key.clone()))?,
-        };
-        let started = Instant::now();
-        let call = async {
-            // A runaway answer (a server that never stops) is cut at twice the output budget;
-            // four bytes a token is a generous estimate that needs no tokenizer here.
-            let cap_bytes = (model.max_output_tokens as usize)
-                .saturating_mul(8)
-                .max(64 * 1024);
-            let mut fragments = self.provider(model).stream(request);
-            let mut answer = Assembler::default();
-            while let Some(fragment) = fragments.next().await {
-                let fragment = fragment?;
-                if let Fragment::Text(text) = &fragment {
-                    on_text(text);
-                }
-                answer.push(fragment).map_err(LlmError::Protocol)?;
-                if answer.output_len() > cap_bytes {
-                    return Err(LlmError::Protocol(format!(
-                        "the answer exceeded the per-answer cap of about {} tokens (twice the model's output budget); the stream was stopped",
-                        model.max_output_tokens.saturating_mul(2)
-                    )));
-                }
-            }
-            Ok(answer.finish())
-        };
-        let result = tokio::time::timeout(self.request_timeout, call)
-            .await
-            .unwrap_or_else(|_| {
-                Err(LlmError::Timeout(format!(
-                    "no complete answer within {} s (llm.request_timeout_secs / LLM_REQUEST_TIMEOUT)",
-                    self.request_timeout.as_secs_f64()
-                )))
-            });
-        record_metrics(&model.key, started.elapsed(), &result);
-        result
-    }
-}
-
-fn record_metrics(model: &str, elapsed: Duration, result: &Result<Completion, LlmError>) {
-    let model = model.to_owned();
-    metrics::histogram!("triage_llm_call_duration_seconds", "model" => model.clone())
-        .record(elapsed.as_secs_f64());
-    match result {
-        Ok(c) => {
-            metrics::counter!("triage_llm_calls_total", "model" => model.clone(), "outcome" => "ok").increment(1);
-            if let Some(u) = c.usage {
-                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "prompt")
-                    .increment(u.prompt_tokens);
-                metrics::counter!("triage_llm_tokens_total", "model" => model, "kind" => "completion")
-                    .increment(u.completion_tokens);
-            }
-        }
-        Err(e) => {
-            metrics::counter!("triage_llm_calls_total", "model" => model.clone(), "outcome" => "error").increment(1);
-            metrics::counter!("triage_llm_errors_total", "model" => model, "kind" => e.kind())
-                .increment(1);
-        }
-    }
 }
