@@ -300,4 +300,3 @@ async fn server_without_a_model_starts_and_answers_503() {
     }
     assert_eq!(app.llm.request_count(), 0);
 }
-
