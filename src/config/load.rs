@@ -261,6 +261,20 @@ mod tests {
     }
 
     #[test]
+    fn half_a_tls_configuration_is_refused() {
+        for half in [
+            "[server]\ntls_cert_file = \"/etc/tls.crt\"\n",
+            "[server]\ntls_key_file = \"/etc/tls.key\"\n",
+        ] {
+            let err = Settings::from_toml(half).unwrap_err().to_string();
+            assert!(
+                err.contains("TLS needs both `server.tls_cert_file` and `server.tls_key_file`"),
+                "{half}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn model_order_is_the_file_order() {
         let s = Settings::from_toml_layers(&[
             "[models.zeta]\nmodel = \"openai/z\"\n[models.alpha]\nmodel = \"openai/a\"\n",

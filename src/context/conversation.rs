@@ -1,10 +1,12 @@
 //! A conversation with its token ledger: each message is counted once, when it joins, and the
 //! count is cached in the message (`token_count`) so a follow-up turn does not count it again.
 
+use std::ops::RangeInclusive;
+
 use serde_json::Value;
 
 use crate::context::tokens::{
-    IMAGE_TOKENS, MESSAGE_OVERHEAD, MessageTokens, Tokenizer, count_message,
+    IMAGE_TOKENS, MAX_TOKEN_BYTES, MESSAGE_OVERHEAD, MessageTokens, Tokenizer, count_message,
 };
 use crate::wire::Message;
 use crate::wire::response::TokenBreakdown;
@@ -81,10 +83,11 @@ impl Conversation {
 
     /// Counts a message unless it carries a plausible cached count; a cached total is split
     /// into text and tool calls by counting only the (small) tool-call part again. A cached
-    /// count is the client's word, so one above what the message's size allows is recounted.
+    /// count is the client's word, so one its message's size rules out (in either direction:
+    /// too many tokens, or too few, which would skip compaction) is recounted.
     fn measure(&self, message: &mut Message) -> MessageTokens {
         if let Some(total) = message.token_count
-            && total <= upper_bound(message)
+            && plausible_counts(message).contains(&total)
         {
             if message.tool_calls().is_empty() {
                 return MessageTokens {
@@ -137,31 +140,32 @@ impl Conversation {
     }
 }
 
-/// The most tokens a message can have: a token is at least one byte of text, an image counts
-/// the fixed estimate, plus the per-message and per-call overheads. Cheap: lengths only.
-fn upper_bound(m: &Message) -> u32 {
-    let mut bound = u64::from(MESSAGE_OVERHEAD);
+/// The counts a message of this size can have: at most one token per byte of text, at least
+/// one per `MAX_TOKEN_BYTES`; images count the fixed estimate, and every message and tool call
+/// its overhead, as `count_message` does. Cheap: lengths only.
+fn plausible_counts(m: &Message) -> RangeInclusive<u32> {
+    let mut fixed = u64::from(MESSAGE_OVERHEAD);
+    let mut text_bytes = 0u64;
     match &m.content {
-        Some(Value::String(s)) => bound += s.len() as u64,
+        Some(Value::String(s)) => text_bytes += s.len() as u64,
         Some(Value::Array(parts)) => {
             for p in parts {
-                bound += p
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .map_or(0, |t| t.len() as u64);
                 if p.get("type").and_then(Value::as_str) == Some("image_url") {
-                    bound += u64::from(IMAGE_TOKENS);
+                    fixed += u64::from(IMAGE_TOKENS);
+                } else if let Some(t) = p.get("text").and_then(Value::as_str) {
+                    text_bytes += t.len() as u64;
                 }
             }
         }
         _ => {}
     }
-    bound += m.reasoning_content.as_ref().map_or(0, |r| r.len() as u64);
+    text_bytes += m.reasoning_content.as_ref().map_or(0, |r| r.len() as u64);
     for c in m.tool_calls() {
-        bound += u64::from(MESSAGE_OVERHEAD)
-            + (c.function.name.len() + c.function.arguments.len()) as u64;
+        fixed += u64::from(MESSAGE_OVERHEAD);
+        text_bytes += (c.function.name.len() + c.function.arguments.len()) as u64;
     }
-    u32::try_from(bound).unwrap_or(u32::MAX)
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    clamp(fixed + text_bytes / MAX_TOKEN_BYTES)..=clamp(fixed + text_bytes)
 }
 
 #[cfg(test)]
@@ -210,6 +214,69 @@ mod tests {
             conv.messages()[0].token_count,
             conv.messages()[1].token_count
         );
+    }
+
+    #[test]
+    fn implausibly_small_counts_are_recounted() {
+        // 101 kB of prose, ~13,000 tokens: a cached 0 (or 700) would hide it from compaction.
+        let text = "checkout latency error ".repeat(4_400);
+        let real = count_message(Tokenizer::O200k, &Message::user(json!(text))).total();
+        for claimed in [0, 100, 700] {
+            let mut m = Message::user(json!(text));
+            m.token_count = Some(claimed);
+            let conv = Conversation::new(Tokenizer::O200k, vec![m]);
+            assert_eq!(conv.total(), real, "claimed {claimed}");
+            assert_eq!(conv.messages()[0].token_count, Some(real));
+        }
+    }
+
+    /// The densest texts either encoding packs, and the sparsest: their true counts are
+    /// always plausible, so a count triage itself cached is never recounted.
+    #[test]
+    fn true_counts_of_extreme_texts_are_plausible() {
+        let base64: String = (0..100_000u32)
+            .map(|i| {
+                let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+                char::from(alphabet[(i.wrapping_mul(2_654_435_761) >> 7) as usize % 64])
+            })
+            .collect();
+        let texts = [
+            " ".repeat(100_000),
+            "-".repeat(100_000),
+            "\n".repeat(100_000),
+            "a".repeat(100_000),
+            "1234567890".repeat(10_000),
+            "日本語".repeat(10_000),
+            "😀".repeat(25_000),
+            base64,
+            String::new(),
+        ];
+        let call = |args: &str| ToolCall::new("c".into(), "bash".into(), args.into());
+        for tok in [Tokenizer::O200k, Tokenizer::Cl100k] {
+            for text in &texts {
+                let messages = [
+                    Message::user(json!(text)),
+                    Message::user(json!([{"type": "text", "text": text},
+                        {"type": "image_url", "image_url": {"url": "data:x"}}])),
+                    Message::assistant(Some(text.clone()), None, vec![call(text), call("{}")]),
+                ];
+                for m in messages {
+                    let real = count_message(tok, &m).total();
+                    let range = plausible_counts(&m);
+                    assert!(range.contains(&real), "{tok:?}: {real} not in {range:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_count_at_the_lower_bound_is_trusted() {
+        // 100 kB of spaces: 786 tokens, the densest text there is; the bound allows 785.
+        let mut m = Message::user(json!(" ".repeat(100_000)));
+        let floor = *plausible_counts(&m).start();
+        assert_eq!(floor, MESSAGE_OVERHEAD + 781);
+        m.token_count = Some(floor);
+        assert_eq!(Conversation::new(Tokenizer::O200k, vec![m]).total(), floor);
     }
 
     #[test]

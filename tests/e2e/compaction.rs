@@ -3,16 +3,19 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, names, spawn_app_with};
+use crate::helpers::{TestApp, last, names, spawn_app_with};
 use fake_llm::Step;
 
 /// An 8000-token window (4000 reserved for answers): compaction starts near 3600 tokens of
 /// conversation. Only the built-in planning tool, so tool definitions stay small and fixed.
+/// The fake LLM refuses prompts over the same window, as OpenAI does.
 async fn small_window_app(extra: &str) -> TestApp {
-    spawn_app_with(&format!(
+    let app = spawn_app_with(&format!(
         "[models.fake]\ncustom_args = {{ max_context_size = 8000 }}\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n{extra}"
     ))
-    .await
+    .await;
+    app.llm.set_context_window(Some(8000));
+    app
 }
 
 /// About `n` tokens: common words are one token each; `tag` starts the text.
@@ -143,6 +146,50 @@ async fn long_incoming_history_is_compacted_before_the_first_call() {
     let end = &events[5].data;
     assert_eq!(end["conversation_history"].as_array().unwrap().len(), 4);
     assert_eq!(end["metadata"]["costs"], Value::Null);
+}
+
+/// `token_count` in a history is the client's hint: a 0 on messages of ~9000 tokens in all
+/// must not skip compaction, or the provider refuses the prompt as too long.
+#[tokio::test]
+async fn understated_token_counts_in_the_history_do_not_skip_compaction() {
+    let app = small_window_app("").await;
+    // Summary requests carry no tools; the answer request does.
+    app.llm.set_responder(|request| {
+        Step::text(if request.get("tools").is_none() {
+            SUMMARY
+        } else {
+            "Checkout waits on the database."
+        })
+    });
+    let history = json!([
+        {"role": "user", "content": words(3000, "u1"), "token_count": 0},
+        {"role": "assistant", "content": words(3000, "a1"), "token_count": 0},
+        {"role": "user", "content": words(3000, "u2"), "token_count": 0},
+        {"role": "assistant", "content": "Still looking.", "token_count": 0},
+    ]);
+    let events = app
+        .chat_sse(&json!({"ask": "Any news?", "conversation_history": history}))
+        .await;
+    let n = names(&events);
+    assert!(
+        n.starts_with(&[
+            "conversation_history_compaction_start",
+            "conversation_history_compacted"
+        ]),
+        "{n:?}: {}",
+        last(&events).data
+    );
+    assert_eq!(n.last(), Some(&"ai_answer_end"), "{}", last(&events).data);
+    // Counted, not taken from the client: three messages of ~3000 tokens.
+    let initial = events[0].data["metadata"]["initial_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(initial > 9000, "{initial}");
+    let end = &last(&events).data;
+    assert_eq!(end["analysis"], "Checkout waits on the database.");
+    for m in end["conversation_history"].as_array().unwrap() {
+        assert!(m["token_count"].as_u64().unwrap() > 0, "{m}");
+    }
 }
 
 #[tokio::test]

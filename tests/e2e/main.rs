@@ -1,9 +1,10 @@
 //! End-to-end tests: the real server over HTTP against a scripted fake LLM.
 
-mod fake_llm_selftest;
+// Support: the shared helpers and the Kubernetes API stand-in.
 mod helpers;
 mod kube_standin;
 
+// The tests, one module per concern.
 mod agent_limits;
 mod api_model;
 mod approval_binding;
@@ -19,6 +20,7 @@ mod config_honesty;
 mod conversation;
 mod deltas;
 mod errors_and_exits;
+mod fake_llm_selftest;
 mod frontend_tools;
 mod fuzz;
 mod images;

@@ -9,8 +9,11 @@
 //! responder was set ([`FakeLlm::set_responder`], [`FakeLlm::set_raw_responder`],
 //! [`FakeLlm::set_default`]): then the responder picks the step from the request (long,
 //! concurrent runs). `GET /v1/models` answers the model list ([`FakeLlm::set_models`]).
+//! With a context window set ([`FakeLlm::set_context_window`]), a prompt that does not fit is
+//! refused as OpenAI refuses it (HTTP 400 `context_length_exceeded`), consuming no step.
 
 mod step;
+mod window;
 mod wire;
 
 use std::collections::VecDeque;
@@ -47,6 +50,7 @@ struct Script {
     requests: Vec<Bytes>,
     keep_requests: bool,
     responder: Option<Responder>,
+    context_window: Option<u64>,
 }
 
 impl Default for Script {
@@ -56,7 +60,21 @@ impl Default for Script {
             requests: Vec::new(),
             keep_requests: true,
             responder: None,
+            context_window: None,
         }
+    }
+}
+
+impl Script {
+    /// The next scripted step, or else the responder that will pick one.
+    fn next(&mut self) -> (Option<Step>, Option<Responder>) {
+        let step = self.steps.pop_front();
+        let responder = if step.is_none() {
+            self.responder.clone()
+        } else {
+            None
+        };
+        (step, responder)
     }
 }
 
@@ -207,6 +225,13 @@ impl FakeLlm {
         self.inner.script().keep_requests = keep;
     }
 
+    /// `Some(tokens)`: refuse, as OpenAI does, every request whose prompt (counted with o200k)
+    /// plus its `max_tokens` exceeds `tokens`, with HTTP 400 `context_length_exceeded`. A
+    /// refused request is counted and recorded but consumes no step. Default `None`: no limit.
+    pub fn set_context_window(&self, tokens: Option<u64>) {
+        self.inner.script().context_window = tokens;
+    }
+
     /// Number of scripted steps not yet consumed.
     pub fn remaining(&self) -> usize {
         self.inner.script().steps.len()
@@ -304,23 +329,30 @@ async fn list_models(State(inner): State<Arc<Inner>>) -> Response {
 
 async fn complete(State(inner): State<Arc<Inner>>, raw: Bytes) -> Response {
     inner.count.fetch_add(1, Ordering::SeqCst);
-    let (scripted, responder) = {
+    // Without a window the step is taken with the recording, so the n-th request recorded is
+    // the one that consumed the n-th step even when requests run concurrently.
+    let (window, next) = {
         let mut script = inner.script();
         if script.keep_requests {
             script.requests.push(raw.clone());
         }
-        let step = script.steps.pop_front();
-        let responder = if step.is_none() {
-            script.responder.clone()
-        } else {
-            None
-        };
-        (step, responder)
+        match script.context_window {
+            Some(window) => (Some(window), None),
+            None => (None, Some(script.next())),
+        }
     };
     inner.changed.notify_waiters();
 
     // Parsed once, and only when something needs it.
     let mut body: Option<Value> = None;
+    if let Some(window) = window {
+        // Counted outside the lock: a large prompt takes a while.
+        let request = body.get_or_insert_with(|| parse(&raw));
+        if let Some(error) = window::refusal(request, window) {
+            return wire::json_response(StatusCode::BAD_REQUEST, &error);
+        }
+    }
+    let (scripted, responder) = next.unwrap_or_else(|| inner.script().next());
     // The responder runs outside the lock: it may be slow, and may call into the fake.
     let step = scripted.or_else(|| match responder? {
         Responder::Json(f) => Some(f(body.get_or_insert_with(|| parse(&raw)))),
