@@ -2,6 +2,10 @@
 //! events. It knows nothing of HTTP, storage or wire formats; dropping a run cancels its LLM
 //! call and its tools. Front doors (`stateless/` for `/api/chat`, the CLI) build the state and
 //! render the events.
+//!
+//! `Agent`'s methods, by step: `setup.rs` (`compile`), `turn.rs` (`start`, the loop,
+//! `call_llm`, `finish_answer`, repair), `calls.rs` (`act`, `plan_call`, `run_calls`,
+//! `finish_result`), `resume.rs` (`answer_pending`), `compaction.rs` (`compact_if_needed`).
 
 mod calls;
 pub mod canonical;
