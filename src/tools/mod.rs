@@ -2,6 +2,7 @@
 //! execution of one tool call (argument parsing, timeout, panic containment).
 
 pub mod bash;
+mod capped;
 pub mod internet;
 pub mod kubernetes;
 pub mod prometheus;
