@@ -280,7 +280,6 @@ pub struct TopNodes {}
 
 #[cfg(test)]
 mod tests {
-    use super::super::values::is_secret_kind;
     use super::*;
     use serde_json::json;
 
@@ -450,8 +449,13 @@ mod tests {
                 );
             }
         }
-        assert!(!is_secret_kind("secretproviderclasses"));
-        assert!(!is_secret_kind("sealedsecrets.bitnami.com"));
+        assert_eq!(
+            build(
+                "kubectl_get_by_kind_in_cluster",
+                json!({"kind":"sealedsecrets.bitnami.com"})
+            ),
+            Ok("get sealedsecrets.bitnami.com -A -o wide".into())
+        );
         // Events about a secret reveal no secret data.
         assert_eq!(
             build(

@@ -24,7 +24,7 @@ use crate::sandbox::{Grants, Identity, Sandbox};
 use commands::{COMMANDS, CommandSpec};
 use run::{Kubectl, RunError};
 
-pub use values::is_secret_kind;
+pub use values::is_secret_resource;
 
 const TOOLSET: &str = "kubernetes";
 /// Bound of the start-up `kubectl version` check (its request timeout is 3 s).
