@@ -7,6 +7,7 @@ pub mod internet;
 pub mod kubernetes;
 pub mod prometheus;
 mod todowrite;
+mod typed;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
@@ -23,6 +24,7 @@ use crate::wire::ToolCall;
 use crate::wire::events::{ToolCallResult, ToolResultBody, ToolStatus};
 
 pub use todowrite::TodoWrite;
+pub use typed::{Typed, TypedTool, invalid_parameters_line};
 
 const SCHEMA_VERSION: &str = "robusta:v1.0.0";
 const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -168,7 +170,11 @@ pub struct ToolRegistry {
 
 /// The always-on toolset: planning.
 pub fn core_toolset() -> Toolset {
-    Toolset::enabled("core_investigation", "", vec![Arc::new(TodoWrite::new())])
+    Toolset::enabled(
+        "core_investigation",
+        "",
+        vec![Arc::new(Typed::new(TodoWrite))],
+    )
 }
 
 impl ToolRegistry {
