@@ -18,7 +18,7 @@ use triage::context::tokens::Tokenizer;
 use triage::context::truncation::ToolBudget;
 use triage::http::body::parse_json;
 use triage::http::sse::encode;
-use triage::tools::{TodoWrite, Tool, ToolContext, ToolRegistry, execute};
+use triage::tools::{TodoWrite, Tool, ToolContext, ToolRegistry, Typed, execute};
 use triage::wire::events::AnswerEnd;
 use triage::wire::message::ForLlm;
 use triage::wire::{ChatRequest, FollowUpAction, Message, Metadata, StreamEvent, ToolCall};
@@ -369,7 +369,7 @@ fn tool_args(c: &mut Criterion) {
         .collect();
     let params = json!({ "todos": todos });
     let rt = runtime();
-    let tool = TodoWrite::new();
+    let tool = Typed::new(TodoWrite);
     let ctx = ToolContext::default();
     g.bench_function("todowrite/invoke_8_items", |b| {
         b.iter_batched(

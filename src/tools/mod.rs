@@ -2,10 +2,12 @@
 //! execution of one tool call (argument parsing, timeout, panic containment).
 
 pub mod bash;
+mod capped;
 pub mod internet;
 pub mod kubernetes;
 pub mod prometheus;
 mod todowrite;
+mod typed;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
@@ -21,6 +23,7 @@ use crate::context::tokens::Tokenizer;
 use crate::wire::ToolCall;
 
 pub use todowrite::TodoWrite;
+pub use typed::{Typed, TypedTool, invalid_parameters_line};
 
 const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -178,7 +181,11 @@ pub struct ToolRegistry {
 
 /// The always-on toolset: planning.
 pub fn core_toolset() -> Toolset {
-    Toolset::enabled("core_investigation", "", vec![Arc::new(TodoWrite::new())])
+    Toolset::enabled(
+        "core_investigation",
+        "",
+        vec![Arc::new(Typed::new(TodoWrite))],
+    )
 }
 
 impl ToolRegistry {

@@ -4,19 +4,18 @@
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolOutput, parameters_schema, parse_params};
+use super::{ToolContext, ToolOutput, TypedTool};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TodoWriteParams {
+pub struct TodoWriteParams {
     /// The complete, updated task list.
     todos: Vec<TodoItem>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-struct TodoItem {
+pub struct TodoItem {
     id: String,
     content: String,
     status: TodoStatus,
@@ -24,31 +23,17 @@ struct TodoItem {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-enum TodoStatus {
+pub enum TodoStatus {
     Pending,
     InProgress,
     Completed,
 }
 
-pub struct TodoWrite {
-    schema: Value,
-}
+pub struct TodoWrite;
 
-impl TodoWrite {
-    pub fn new() -> Self {
-        TodoWrite {
-            schema: parameters_schema::<TodoWriteParams>(),
-        }
-    }
-}
+impl TypedTool for TodoWrite {
+    type Params = TodoWriteParams;
 
-impl Default for TodoWrite {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Tool for TodoWrite {
     fn name(&self) -> &str {
         "TodoWrite"
     }
@@ -62,21 +47,16 @@ impl Tool for TodoWrite {
          (pending, in_progress, completed). Send the whole list on every call."
     }
 
-    fn parameters(&self) -> &Value {
-        &self.schema
-    }
-
-    fn one_liner(&self, _params: &Value) -> String {
+    fn one_liner(&self, _params: &TodoWriteParams) -> String {
         "Update investigation tasks".into()
     }
 
-    fn invoke<'a>(&'a self, params: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match parse_params::<TodoWriteParams>(params) {
-                Ok(p) => ToolOutput::success(render(&p.todos)),
-                Err(e) => ToolOutput::error(e),
-            }
-        })
+    fn invoke<'a>(
+        &'a self,
+        params: TodoWriteParams,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move { ToolOutput::success(render(&params.todos)) })
     }
 }
 
@@ -104,11 +84,12 @@ fn render(todos: &[TodoItem]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::{Tool, Typed};
     use serde_json::json;
 
     #[tokio::test]
     async fn renders_the_plan() {
-        let tool = TodoWrite::new();
+        let tool = Typed::new(TodoWrite);
         let out = tool
             .invoke(
                 json!({"todos":[{"id":"1","content":"Check logs","status":"in_progress"},{"id":"2","content":"Check events","status":"pending"}]}),
@@ -124,7 +105,7 @@ mod tests {
 
     #[tokio::test]
     async fn rejects_unknown_status() {
-        let out = TodoWrite::new()
+        let out = Typed::new(TodoWrite)
             .invoke(
                 json!({"todos":[{"id":"1","content":"x","status":"done"}]}),
                 &ToolContext::default(),

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::Toolset;
+use super::{Toolset, Typed};
 use crate::sandbox::Sandbox;
 
 pub use allowlist::BuiltinAllowlist;
@@ -85,7 +85,7 @@ pub fn toolset(cfg: &BashConfig, sandbox: &Sandbox) -> Toolset {
     };
     let tool = BashTool::new(cfg, bash, sandbox, |k| std::env::var(k).ok());
     let instructions = instructions(&tool.policy);
-    Toolset::enabled(TOOLSET, &instructions, vec![Arc::new(tool)])
+    Toolset::enabled(TOOLSET, &instructions, vec![Arc::new(Typed::new(tool))])
 }
 
 /// `bash` in the commands' PATH, else in triage's.

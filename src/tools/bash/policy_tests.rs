@@ -205,6 +205,9 @@ const CORPUS: &[(&str, Kind)] = &[
     ("kubectl describe secret/x", Refused),
     ("kubectl -n x get Secrets", Refused),
     ("kubectl get pods,secrets", Refused),
+    ("kubectl get SECRET.v1/db -o yaml", Refused),
+    ("kubectl describe secrets.v1. db", Refused),
+    ("kubectl get secretproviderclasses -A", Allowed),
     ("kubectl get --raw /api/v1/namespaces/x/secrets", Refused),
     ("kubectl config view --raw", Refused),
     // `-f` after switches in one cluster still fetches a URL (or reads a file).

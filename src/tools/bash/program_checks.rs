@@ -79,13 +79,9 @@ fn kubectl_block(base: &str, args: &[&str]) -> Option<String> {
     if has("config") && (raw || lower.iter().any(|a| a.starts_with("--flatten"))) {
         return Some("`kubectl config view --raw/--flatten` prints credentials".into());
     }
-    let secret_element = |e: &str| {
-        let rest = e
-            .strip_prefix("secrets")
-            .or_else(|| e.strip_prefix("secret"));
-        rest.is_some_and(|r| r.is_empty() || r.starts_with('/') || r.starts_with('.'))
-    };
-    let names_secrets = lower.iter().any(|a| a.split(',').any(secret_element));
+    let names_secrets = args
+        .iter()
+        .any(|a| a.split(',').any(kubernetes::is_secret_resource));
     // The API server decodes `%73`, so a raw path is decoded before looking for "secret".
     let raw_secrets = raw && lower.iter().any(|a| percent_decode(a).contains("secret"));
     if (names_secrets && (has("get") || has("describe"))) || raw_secrets {

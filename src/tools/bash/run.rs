@@ -12,6 +12,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use crate::sandbox::{Approval, Grants, Sandbox};
+use crate::tools::capped::Capped;
 
 /// The PATH the commands get, whatever triage's own PATH is.
 pub const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -135,7 +136,7 @@ pub async fn run(spec: Spec<'_>) -> std::io::Result<Finished> {
         return Err(std::io::Error::other("no stdout pipe"));
     };
 
-    let mut output = Vec::new();
+    let mut output = Capped::default();
     let mut buf = vec![0u8; 16 * 1024];
     let mut status = None;
     let mut eof = false;
@@ -147,13 +148,11 @@ pub async fn run(spec: Spec<'_>) -> std::io::Result<Finished> {
             read = stdout.read(&mut buf), if !eof => match read {
                 Ok(0) | Err(_) => eof = true,
                 Ok(n) => {
-                    let room = spec.max_output.saturating_sub(output.len());
-                    if n > room {
-                        output.extend_from_slice(&buf[..room]);
+                    output.push(&buf[..n], spec.max_output);
+                    if output.truncated() {
                         cut = Some(Outcome::Truncated);
                         break;
                     }
-                    output.extend_from_slice(&buf[..n]);
                 }
             },
             exit = child.wait(), if status.is_none() => {
@@ -172,7 +171,10 @@ pub async fn run(spec: Spec<'_>) -> std::io::Result<Finished> {
         if status.is_none() {
             let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
         }
-        return Ok(Finished { output, outcome });
+        return Ok(Finished {
+            output: output.bytes,
+            outcome,
+        });
     }
     let outcome = match status {
         Some(s) => match (s.code(), s.signal()) {
@@ -182,7 +184,10 @@ pub async fn run(spec: Spec<'_>) -> std::io::Result<Finished> {
         },
         None => Outcome::Exited(-1),
     };
-    Ok(Finished { output, outcome })
+    Ok(Finished {
+        output: output.bytes,
+        outcome,
+    })
 }
 
 #[cfg(test)]

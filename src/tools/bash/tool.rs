@@ -7,9 +7,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::super::{Tool, ToolContext, ToolOutput, parameters_schema, parse_params};
+use super::super::{ToolContext, ToolOutput, TypedTool};
 use super::{BashConfig, Policy, TOOLSET, Verdict, classify, run};
 use crate::sandbox::{Approval, Grants, Sandbox};
 use crate::wire::events::ToolStatus;
@@ -21,7 +20,7 @@ const SANDBOX_NOTE: &str = "[note: commands run in a sandbox: without the user's
 
 /// Parameters of the `bash` tool.
 #[derive(Debug, Deserialize, JsonSchema)]
-struct BashParams {
+pub struct BashParams {
     /// The shell command to run, e.g. `kubectl get pods -n prod | grep -v Running`.
     command: String,
     /// Timeout in seconds (default 30, at most 300).
@@ -35,7 +34,6 @@ struct BashParams {
 
 pub struct BashTool {
     pub(super) policy: Policy,
-    schema: Value,
     bash: PathBuf,
     env: Vec<(String, String)>,
     sandbox: Sandbox,
@@ -96,7 +94,6 @@ impl BashTool {
         let max_timeout = cfg.max_timeout_secs.max(1);
         BashTool {
             policy,
-            schema: parameters_schema::<BashParams>(),
             bash,
             env,
             sandbox: sandbox.clone(),
@@ -108,11 +105,7 @@ impl BashTool {
         }
     }
 
-    async fn call(&self, params: Value, ctx: &ToolContext) -> ToolOutput {
-        let p = match parse_params::<BashParams>(params) {
-            Ok(p) => p,
-            Err(e) => return ToolOutput::error(e),
-        };
+    async fn call(&self, p: BashParams, ctx: &ToolContext) -> ToolOutput {
         let command = p.command;
         let with_invocation = |mut out: ToolOutput| {
             out.invocation = Some(command.clone());
@@ -211,7 +204,9 @@ impl BashTool {
     }
 }
 
-impl Tool for BashTool {
+impl TypedTool for BashTool {
+    type Params = BashParams;
+
     fn name(&self) -> &str {
         "bash"
     }
@@ -229,16 +224,8 @@ impl Tool for BashTool {
          approval they may write only in $TMPDIR. Output is stdout and stderr combined."
     }
 
-    fn parameters(&self) -> &Value {
-        &self.schema
-    }
-
-    fn one_liner(&self, params: &Value) -> String {
-        params
-            .get("command")
-            .and_then(Value::as_str)
-            .unwrap_or("bash")
-            .to_owned()
+    fn one_liner(&self, params: &BashParams) -> String {
+        params.command.clone()
     }
 
     fn timeout(&self) -> Duration {
@@ -246,7 +233,7 @@ impl Tool for BashTool {
         Duration::from_secs(self.max_timeout + 15)
     }
 
-    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(&'a self, params: BashParams, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(self.call(params, ctx))
     }
 }
@@ -255,15 +242,18 @@ impl Tool for BashTool {
 mod tests {
     use super::super::find_bash;
     use super::*;
-    use serde_json::json;
+    use crate::tools::{Tool, Typed};
+    use serde_json::{Value, json};
     use std::time::Instant;
 
-    fn tool_with(cfg: BashConfig) -> BashTool {
+    fn tool_with(cfg: BashConfig) -> Typed<BashTool> {
         let bash = find_bash().expect("bash installed");
-        BashTool::new(&cfg, bash, &Sandbox::for_tests(), |k| std::env::var(k).ok())
+        Typed::new(BashTool::new(&cfg, bash, &Sandbox::for_tests(), |k| {
+            std::env::var(k).ok()
+        }))
     }
 
-    fn tool() -> BashTool {
+    fn tool() -> Typed<BashTool> {
         tool_with(BashConfig::default())
     }
 
@@ -274,7 +264,7 @@ mod tests {
         }
     }
 
-    async fn invoke(tool: &BashTool, params: Value, ctx: &ToolContext) -> ToolOutput {
+    async fn invoke(tool: &Typed<BashTool>, params: Value, ctx: &ToolContext) -> ToolOutput {
         tool.invoke(params, ctx).await
     }
 

@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION};
 use url::Url;
 
@@ -12,6 +11,7 @@ use super::InternetConfig;
 use super::content::{Kind, classify, sniff};
 use super::html::{MAX_HTML_DEPTH, html_nesting_depth, html_title, html_to_text};
 use super::ssrf::{PublicOnlyResolver, Rules, proxy_in_environment};
+use crate::tools::capped::{Overflow, read_capped};
 use crate::tools::{ToolOutput, describe_http_error};
 use crate::wire::events::ToolStatus;
 
@@ -103,9 +103,9 @@ impl Fetcher {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         if !status.is_success() {
-            let body = read_capped(resp, ERROR_BODY_BYTES)
+            let body = read_capped(resp.bytes_stream(), ERROR_BODY_BYTES, Overflow::Stop)
                 .await
-                .map(|(b, _)| b)
+                .map(|c| c.bytes)
                 .unwrap_or_default();
             let excerpt = error_excerpt(&body, content_type.as_deref());
             let mut msg = format!("{url} answered HTTP {status}");
@@ -119,12 +119,16 @@ impl Fetcher {
                 "unsupported content type `{mime}` at {url}: only HTML, JSON and text can be read"
             )
         })?;
-        let (body, cut_bytes) = read_capped(resp, self.max_bytes).await.map_err(|e| {
-            format!(
-                "cannot read {url}: {}",
-                describe_http_error(&e, self.timeout)
-            )
-        })?;
+        let body = read_capped(resp.bytes_stream(), self.max_bytes, Overflow::Stop)
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot read {url}: {}",
+                    describe_http_error(&e, self.timeout)
+                )
+            })?;
+        let cut_bytes = body.truncated();
+        let body = body.bytes;
         let kind = declared.or_else(|| sniff(&body)).ok_or_else(|| {
             format!("unsupported content type at {url}: none declared, and the body is not text")
         })?;
@@ -187,25 +191,6 @@ impl Fetcher {
         output.invocation = Some(format!("GET {url}"));
         Ok(output)
     }
-}
-
-/// At most `cap` bytes of the body, and whether more was left unread.
-async fn read_capped(
-    resp: reqwest::Response,
-    cap: usize,
-) -> Result<(Vec<u8>, bool), reqwest::Error> {
-    let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        let room = cap - body.len();
-        if chunk.len() > room {
-            body.extend_from_slice(&chunk[..room]);
-            return Ok((body, true));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok((body, false))
 }
 
 fn error_excerpt(body: &[u8], content_type: Option<&str>) -> String {

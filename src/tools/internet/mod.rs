@@ -22,9 +22,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolOutput, Toolset, parameters_schema, parse_params};
+use super::{ToolContext, ToolOutput, Toolset, Typed, TypedTool};
 use fetch::Fetcher;
 
 const NAME: &str = "internet";
@@ -89,10 +88,7 @@ pub fn toolset(cfg: &InternetConfig, http: &reqwest::Client) -> Toolset {
             Toolset::enabled(
                 NAME,
                 &instructions,
-                vec![Arc::new(FetchWebpage {
-                    fetcher,
-                    schema: parameters_schema::<FetchParams>(),
-                })],
+                vec![Arc::new(Typed::new(FetchWebpage { fetcher }))],
             )
         }
         Err(reason) => Toolset::unavailable(NAME, reason),
@@ -108,10 +104,11 @@ struct FetchParams {
 
 struct FetchWebpage {
     fetcher: Fetcher,
-    schema: Value,
 }
 
-impl Tool for FetchWebpage {
+impl TypedTool for FetchWebpage {
+    type Params = FetchParams;
+
     fn name(&self) -> &str {
         "fetch_webpage"
     }
@@ -125,25 +122,16 @@ impl Tool for FetchWebpage {
          content: HTML reduced to readable text, JSON and plain text as they are."
     }
 
-    fn parameters(&self) -> &Value {
-        &self.schema
-    }
-
-    fn one_liner(&self, params: &Value) -> String {
-        let url = params.get("url").and_then(Value::as_str).unwrap_or("");
-        format!("Fetch {}", url.trim())
+    fn one_liner(&self, params: &FetchParams) -> String {
+        format!("Fetch {}", params.url.trim())
     }
 
     fn timeout(&self) -> Duration {
         self.fetcher.timeout + Duration::from_secs(5)
     }
 
-    fn invoke<'a>(&'a self, params: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(&'a self, p: FetchParams, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            let p = match parse_params::<FetchParams>(params) {
-                Ok(p) => p,
-                Err(e) => return ToolOutput::error(e),
-            };
             let limit = self.fetcher.timeout;
             match tokio::time::timeout(limit, self.fetcher.fetch(&p.url)).await {
                 Ok(Ok(out)) => out,

@@ -2,92 +2,46 @@
 //! Every value that reaches kubectl's argv is checked first ([`super::values`]), so nothing can
 //! pass as a flag (a name starting with `-`) or read secrets.
 
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 
+use super::KubectlTool;
+use super::run::Kubectl;
 use super::values::{
     duration, kinds, name, namespace, push_namespace, single_kind, single_kind_any,
 };
-use crate::tools::parse_params;
+use crate::tools::{Tool, Typed};
 
 /// `tail_lines` when the model gives none.
 pub const DEFAULT_TAIL_LINES: u32 = 500;
 
-/// One command of the toolset: its tool name, description and argv builder.
-pub struct CommandSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub schema: fn() -> Value,
-    pub build: fn(Value) -> Result<Vec<String>, String>,
+/// One command of the toolset: its parameters, tool name, description and argv.
+pub(super) trait Command: DeserializeOwned + JsonSchema + Send + 'static {
+    const NAME: &'static str;
+    const DESCRIPTION: &'static str;
+    /// kubectl's arguments (connection flags aside), every value checked.
+    fn argv(&self) -> Result<Vec<String>, String>;
 }
 
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: "kubectl_get_by_name",
-        description: "Get one Kubernetes resource by kind and name (`kubectl get <kind> <name> \
-                      -o wide`): status, readiness, restarts, node, IP. Omit `namespace` for \
-                      cluster-scoped kinds (nodes, namespaces…).",
-        schema: crate::tools::parameters_schema::<GetByName>,
-        build: |p| parse_params::<GetByName>(p).and_then(|p| p.argv()),
-    },
-    CommandSpec {
-        name: "kubectl_get_by_kind_in_namespace",
-        description: "List all resources of a kind in one namespace (`kubectl get <kind> -n \
-                      <namespace> -o wide`), e.g. pods, deployments, services, jobs. Several \
-                      kinds may be given comma-separated (`pods,services`).",
-        schema: crate::tools::parameters_schema::<GetByKindInNamespace>,
-        build: |p| parse_params::<GetByKindInNamespace>(p).and_then(|p| p.argv()),
-    },
-    CommandSpec {
-        name: "kubectl_get_by_kind_in_cluster",
-        description: "List all resources of a kind in every namespace (`kubectl get <kind> -A \
-                      -o wide`); use it to find where something runs when the namespace is \
-                      unknown.",
-        schema: crate::tools::parameters_schema::<GetByKindInCluster>,
-        build: |p| parse_params::<GetByKindInCluster>(p).and_then(|p| p.argv()),
-    },
-    CommandSpec {
-        name: "kubectl_describe",
-        description: "Describe one Kubernetes resource (`kubectl describe <kind> <name>`): \
-                      full spec and status, container states and last termination reason, \
-                      conditions and the object's recent events.",
-        schema: crate::tools::parameters_schema::<Describe>,
-        build: |p| parse_params::<Describe>(p).and_then(|p| p.argv()),
-    },
-    CommandSpec {
-        name: "kubectl_logs",
-        description: "Logs of a pod's container (`kubectl logs`). Set `previous` to true to \
-                      read the log of the previous, crashed run of a restarting container \
-                      (CrashLoopBackOff, RESTARTS > 0). Returns the last `tail_lines` lines \
-                      (default 500).",
-        schema: crate::tools::parameters_schema::<Logs>,
-        build: |p| parse_params::<Logs>(p).and_then(|p| p.argv()),
-    },
-    CommandSpec {
-        name: "kubectl_events",
-        description: "Kubernetes events (`kubectl events`), oldest first: scheduling failures, \
-                      image pull errors, back-offs, OOM kills, probe failures. Filter with \
-                      `namespace` and `for_object` (`kind/name`, e.g. `pod/web-1`); without a \
-                      namespace, events of all namespaces.",
-        schema: crate::tools::parameters_schema::<Events>,
-        build: |p| parse_params::<Events>(p).and_then(|p| p.argv()),
-    },
-    CommandSpec {
-        name: "kubectl_top_pods",
-        description: "Current CPU and memory usage of pods (`kubectl top pods`), in one \
-                      namespace or all. Needs metrics-server in the cluster.",
-        schema: crate::tools::parameters_schema::<TopPods>,
-        build: |p| parse_params::<TopPods>(p).and_then(|p| p.argv()),
-    },
-    CommandSpec {
-        name: "kubectl_top_nodes",
-        description: "Current CPU and memory usage of the nodes (`kubectl top nodes`). Needs \
-                      metrics-server in the cluster.",
-        schema: crate::tools::parameters_schema::<TopNodes>,
-        build: |p| parse_params::<TopNodes>(p).map(|_| vec!["top".into(), "nodes".into()]),
-    },
-];
+/// Every command as a tool, in the order the model sees them.
+pub(super) fn tools(kubectl: &Arc<Kubectl>) -> Vec<Arc<dyn Tool>> {
+    fn tool<C: Command>(kubectl: &Arc<Kubectl>) -> Arc<dyn Tool> {
+        Arc::new(Typed::new(KubectlTool::<C>::new(kubectl.clone())))
+    }
+    vec![
+        tool::<GetByName>(kubectl),
+        tool::<GetByKindInNamespace>(kubectl),
+        tool::<GetByKindInCluster>(kubectl),
+        tool::<Describe>(kubectl),
+        tool::<Logs>(kubectl),
+        tool::<Events>(kubectl),
+        tool::<TopPods>(kubectl),
+        tool::<TopNodes>(kubectl),
+    ]
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -101,8 +55,13 @@ pub struct GetByName {
     namespace: Option<String>,
 }
 
-impl GetByName {
-    fn argv(self) -> Result<Vec<String>, String> {
+impl Command for GetByName {
+    const NAME: &'static str = "kubectl_get_by_name";
+    const DESCRIPTION: &'static str = "Get one Kubernetes resource by kind and name (`kubectl get \
+         <kind> <name> -o wide`): status, readiness, restarts, node, IP. Omit `namespace` for \
+         cluster-scoped kinds (nodes, namespaces…).";
+
+    fn argv(&self) -> Result<Vec<String>, String> {
         let mut argv = vec!["get".into(), kinds(&self.kind)?, name("name", &self.name)?];
         push_namespace(&mut argv, self.namespace.as_deref())?;
         argv.extend(["-o".into(), "wide".into()]);
@@ -119,8 +78,13 @@ pub struct GetByKindInNamespace {
     namespace: String,
 }
 
-impl GetByKindInNamespace {
-    fn argv(self) -> Result<Vec<String>, String> {
+impl Command for GetByKindInNamespace {
+    const NAME: &'static str = "kubectl_get_by_kind_in_namespace";
+    const DESCRIPTION: &'static str = "List all resources of a kind in one namespace (`kubectl get \
+         <kind> -n <namespace> -o wide`), e.g. pods, deployments, services, jobs. Several kinds \
+         may be given comma-separated (`pods,services`).";
+
+    fn argv(&self) -> Result<Vec<String>, String> {
         Ok(vec![
             "get".into(),
             kinds(&self.kind)?,
@@ -139,8 +103,13 @@ pub struct GetByKindInCluster {
     kind: String,
 }
 
-impl GetByKindInCluster {
-    fn argv(self) -> Result<Vec<String>, String> {
+impl Command for GetByKindInCluster {
+    const NAME: &'static str = "kubectl_get_by_kind_in_cluster";
+    const DESCRIPTION: &'static str = "List all resources of a kind in every namespace (`kubectl \
+         get <kind> -A -o wide`); use it to find where something runs when the namespace is \
+         unknown.";
+
+    fn argv(&self) -> Result<Vec<String>, String> {
         Ok(vec![
             "get".into(),
             kinds(&self.kind)?,
@@ -163,8 +132,13 @@ pub struct Describe {
     namespace: Option<String>,
 }
 
-impl Describe {
-    fn argv(self) -> Result<Vec<String>, String> {
+impl Command for Describe {
+    const NAME: &'static str = "kubectl_describe";
+    const DESCRIPTION: &'static str = "Describe one Kubernetes resource (`kubectl describe <kind> \
+         <name>`): full spec and status, container states and last termination reason, conditions \
+         and the object's recent events.";
+
+    fn argv(&self) -> Result<Vec<String>, String> {
         let mut argv = vec![
             "describe".into(),
             single_kind(&self.kind)?,
@@ -196,8 +170,13 @@ pub struct Logs {
     since: Option<String>,
 }
 
-impl Logs {
-    fn argv(self) -> Result<Vec<String>, String> {
+impl Command for Logs {
+    const NAME: &'static str = "kubectl_logs";
+    const DESCRIPTION: &'static str = "Logs of a pod's container (`kubectl logs`). Set `previous` \
+         to true to read the log of the previous, crashed run of a restarting container \
+         (CrashLoopBackOff, RESTARTS > 0). Returns the last `tail_lines` lines (default 500).";
+
+    fn argv(&self) -> Result<Vec<String>, String> {
         let mut argv = vec![
             "logs".into(),
             name("pod", &self.pod)?,
@@ -232,8 +211,14 @@ pub struct Events {
     for_object: Option<String>,
 }
 
-impl Events {
-    fn argv(self) -> Result<Vec<String>, String> {
+impl Command for Events {
+    const NAME: &'static str = "kubectl_events";
+    const DESCRIPTION: &'static str = "Kubernetes events (`kubectl events`), oldest first: \
+         scheduling failures, image pull errors, back-offs, OOM kills, probe failures. Filter with \
+         `namespace` and `for_object` (`kind/name`, e.g. `pod/web-1`); without a namespace, events \
+         of all namespaces.";
+
+    fn argv(&self) -> Result<Vec<String>, String> {
         let mut argv = vec!["events".into()];
         match &self.namespace {
             Some(ns) => argv.extend(["-n".into(), namespace(ns)?]),
@@ -263,8 +248,12 @@ pub struct TopPods {
     namespace: Option<String>,
 }
 
-impl TopPods {
-    fn argv(self) -> Result<Vec<String>, String> {
+impl Command for TopPods {
+    const NAME: &'static str = "kubectl_top_pods";
+    const DESCRIPTION: &'static str = "Current CPU and memory usage of pods (`kubectl top pods`), \
+         in one namespace or all. Needs metrics-server in the cluster.";
+
+    fn argv(&self) -> Result<Vec<String>, String> {
         let mut argv = vec!["top".into(), "pods".into()];
         match &self.namespace {
             Some(ns) => argv.extend(["-n".into(), namespace(ns)?]),
@@ -278,18 +267,43 @@ impl TopPods {
 #[serde(deny_unknown_fields)]
 pub struct TopNodes {}
 
+impl Command for TopNodes {
+    const NAME: &'static str = "kubectl_top_nodes";
+    const DESCRIPTION: &'static str = "Current CPU and memory usage of the nodes (`kubectl top \
+         nodes`). Needs metrics-server in the cluster.";
+
+    fn argv(&self) -> Result<Vec<String>, String> {
+        Ok(vec!["top".into(), "nodes".into()])
+    }
+}
+
 #[cfg(test)]
-mod tests {
-    use super::super::values::is_secret_kind;
+pub(super) mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::tools::parse_params;
+    use serde_json::{Value, json};
+
+    /// The argv of the command named `tool` for these parameters.
+    pub(in super::super) fn argv_by_name(tool: &str, params: Value) -> Result<Vec<String>, String> {
+        fn argv<C: Command>(params: Value) -> Result<Vec<String>, String> {
+            parse_params::<C>(params)?.argv()
+        }
+        let argv = match tool {
+            GetByName::NAME => argv::<GetByName>,
+            GetByKindInNamespace::NAME => argv::<GetByKindInNamespace>,
+            GetByKindInCluster::NAME => argv::<GetByKindInCluster>,
+            Describe::NAME => argv::<Describe>,
+            Logs::NAME => argv::<Logs>,
+            Events::NAME => argv::<Events>,
+            TopPods::NAME => argv::<TopPods>,
+            TopNodes::NAME => argv::<TopNodes>,
+            _ => return Err(format!("no tool {tool}")),
+        };
+        argv(params)
+    }
 
     fn build(tool: &str, params: Value) -> Result<String, String> {
-        let spec = COMMANDS
-            .iter()
-            .find(|c| c.name == tool)
-            .ok_or_else(|| format!("no tool {tool}"))?;
-        (spec.build)(params).map(|argv| argv.join(" "))
+        argv_by_name(tool, params).map(|argv| argv.join(" "))
     }
 
     #[test]
@@ -450,8 +464,13 @@ mod tests {
                 );
             }
         }
-        assert!(!is_secret_kind("secretproviderclasses"));
-        assert!(!is_secret_kind("sealedsecrets.bitnami.com"));
+        assert_eq!(
+            build(
+                "kubectl_get_by_kind_in_cluster",
+                json!({"kind":"sealedsecrets.bitnami.com"})
+            ),
+            Ok("get sealedsecrets.bitnami.com -A -o wide".into())
+        );
         // Events about a secret reveal no secret data.
         assert_eq!(
             build(
@@ -524,16 +543,5 @@ mod tests {
             Ok("top nodes".into())
         );
         assert!(build("kubectl_top_nodes", json!({"namespace":"x"})).is_err());
-    }
-
-    #[test]
-    fn schemas_are_objects() {
-        for c in COMMANDS {
-            let s = (c.schema)();
-            assert_eq!(s["type"], "object", "{}", c.name);
-            assert!(s.get("$schema").is_none());
-        }
-        let logs = (COMMANDS[4].schema)();
-        assert_eq!(logs["required"], json!(["pod", "namespace"]));
     }
 }

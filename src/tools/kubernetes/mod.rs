@@ -11,6 +11,7 @@ mod output;
 mod run;
 mod values;
 
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,12 +20,12 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolOutput, Toolset};
+use super::{ToolContext, ToolOutput, Toolset, TypedTool, invalid_parameters_line};
 use crate::sandbox::{Grants, Identity, Sandbox};
-use commands::{COMMANDS, CommandSpec};
+use commands::Command;
 use run::{Kubectl, RunError};
 
-pub use values::is_secret_kind;
+pub use values::is_secret_resource;
 
 const TOOLSET: &str = "kubernetes";
 /// Bound of the start-up `kubectl version` check (its request timeout is 3 s).
@@ -108,17 +109,7 @@ pub async fn toolset(cfg: &KubernetesConfig, sandbox: &Sandbox) -> Toolset {
     {
         return Toolset::unavailable(TOOLSET, reason);
     }
-    let tools = COMMANDS
-        .iter()
-        .map(|spec| {
-            Arc::new(KubectlTool {
-                spec,
-                schema: (spec.schema)(),
-                kubectl: kubectl.clone(),
-            }) as Arc<dyn Tool>
-        })
-        .collect();
-    Toolset::enabled(TOOLSET, INSTRUCTIONS, tools)
+    Toolset::enabled(TOOLSET, INSTRUCTIONS, commands::tools(&kubectl))
 }
 
 /// The oldest kubectl the tools work with: `kubectl events` arrived in 1.26.
@@ -247,15 +238,25 @@ pub fn kubectl_grants(
 }
 
 /// One kubectl command as a tool.
-struct KubectlTool {
-    spec: &'static CommandSpec,
-    schema: Value,
+struct KubectlTool<C> {
     kubectl: Arc<Kubectl>,
+    command: PhantomData<fn() -> C>,
 }
 
-impl Tool for KubectlTool {
+impl<C: Command> KubectlTool<C> {
+    fn new(kubectl: Arc<Kubectl>) -> Self {
+        KubectlTool {
+            kubectl,
+            command: PhantomData,
+        }
+    }
+}
+
+impl<C: Command> TypedTool for KubectlTool<C> {
+    type Params = C;
+
     fn name(&self) -> &str {
-        self.spec.name
+        C::NAME
     }
 
     fn toolset(&self) -> &str {
@@ -263,17 +264,13 @@ impl Tool for KubectlTool {
     }
 
     fn description(&self) -> &str {
-        self.spec.description
+        C::DESCRIPTION
     }
 
-    fn parameters(&self) -> &Value {
-        &self.schema
-    }
-
-    fn one_liner(&self, params: &Value) -> String {
-        match (self.spec.build)(params.clone()) {
+    fn one_liner(&self, params: &C) -> String {
+        match params.argv() {
             Ok(argv) => output::display_command(&argv),
-            Err(_) => format!("{} (invalid parameters)", self.spec.name),
+            Err(_) => invalid_parameters_line(C::NAME),
         }
     }
 
@@ -282,9 +279,9 @@ impl Tool for KubectlTool {
         self.kubectl.timeout + Duration::from_secs(10)
     }
 
-    fn invoke<'a>(&'a self, params: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(&'a self, params: C, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            match (self.spec.build)(params).and_then(checked) {
+            match params.argv().and_then(checked) {
                 Ok(argv) => self.kubectl.invoke(&argv).await,
                 Err(e) => ToolOutput::error(e),
             }
@@ -406,11 +403,23 @@ mod tests {
 
     #[test]
     fn built_commands_pass_the_flag_check_and_injected_flags_do_not() {
-        for spec in COMMANDS {
-            let params = json!({"kind":"pod","name":"web-1","namespace":"shop","pod":"web-1"});
-            if let Ok(argv) = (spec.build)(params) {
-                assert!(checked(argv).is_ok(), "{}", spec.name);
-            }
+        let kubectl = Arc::new(Kubectl::new(
+            "/bin/echo".into(),
+            &KubernetesConfig::default(),
+            &Sandbox::for_tests(),
+        ));
+        for tool in commands::tools(&kubectl) {
+            let params = match tool.name() {
+                "kubectl_get_by_kind_in_namespace" => json!({"kind":"pods","namespace":"shop"}),
+                "kubectl_get_by_kind_in_cluster" => json!({"kind":"pods"}),
+                "kubectl_logs" => json!({"pod":"web-1","namespace":"shop","since":"1h"}),
+                "kubectl_events" => json!({"namespace":"shop","for_object":"pod/web-1"}),
+                "kubectl_top_pods" => json!({"namespace":"shop"}),
+                "kubectl_top_nodes" => json!({}),
+                _ => json!({"kind":"pod","name":"web-1","namespace":"shop"}),
+            };
+            let argv = commands::tests::argv_by_name(tool.name(), params);
+            assert!(argv.and_then(checked).is_ok(), "{}", tool.name());
         }
         for argv in [
             vec!["get", "pods", "--kubeconfig=/dev/stdin"],
@@ -420,6 +429,25 @@ mod tests {
             let argv = argv.into_iter().map(String::from).collect();
             assert!(checked(argv).is_err());
         }
+    }
+
+    #[test]
+    fn schemas_are_objects() {
+        let kubectl = Arc::new(Kubectl::new(
+            "/bin/echo".into(),
+            &KubernetesConfig::default(),
+            &Sandbox::for_tests(),
+        ));
+        let tools = commands::tools(&kubectl);
+        for t in &tools {
+            assert_eq!(t.parameters()["type"], "object", "{}", t.name());
+            assert!(t.parameters().get("$schema").is_none());
+        }
+        assert_eq!(tools[4].name(), "kubectl_logs");
+        assert_eq!(
+            tools[4].parameters()["required"],
+            json!(["pod", "namespace"])
+        );
     }
 
     #[tokio::test]

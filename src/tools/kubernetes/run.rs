@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::KubernetesConfig;
@@ -16,6 +15,7 @@ use super::kubectl_grants;
 use super::output::{display_command, to_tool_output};
 use crate::sandbox::{Approval, Grants, Sandbox};
 use crate::tools::ToolOutput;
+use crate::tools::capped::{Overflow, chunks, read_capped};
 
 /// Most of kubectl's stderr kept for an error message.
 const MAX_STDERR_BYTES: usize = 64 * 1024;
@@ -173,19 +173,21 @@ impl Kubectl {
         // Declared after `child`, so dropped first: kills the whole group (kubectl and any
         // credential plugin it started) before tokio reaps the leader.
         let mut group = ProcessGroupGuard(child.id());
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
+        let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+            return Err(RunError::Spawn(std::io::Error::other("no output pipes")));
+        };
         let max = self.max_output_bytes;
         let work = async {
+            // Both pipes are read to the end, so kubectl never blocks writing to a full one.
             let (out, err, status) = tokio::join!(
-                read_capped(stdout, max),
-                read_capped(stderr, MAX_STDERR_BYTES),
+                read_capped(chunks(stdout), max, Overflow::Drain),
+                read_capped(chunks(stderr), MAX_STDERR_BYTES, Overflow::Drain),
                 child.wait()
             );
-            let (stdout, stdout_total) = out?;
-            let (stderr, _) = err?;
+            let out = out?;
+            let stderr = err?.bytes;
             let status = status?;
-            Ok::<_, std::io::Error>((stdout, stdout_total, stderr, status))
+            Ok::<_, std::io::Error>((out.bytes, out.total, stderr, status))
         };
         match tokio::time::timeout(limit, work).await {
             Err(_) => Err(RunError::TimedOut(limit)),
@@ -239,28 +241,6 @@ impl Drop for ProcessGroupGuard {
     }
 }
 
-/// Reads everything (so the writer never blocks), keeping at most `cap` bytes.
-async fn read_capped<R: AsyncRead + Unpin>(
-    reader: Option<R>,
-    cap: usize,
-) -> std::io::Result<(Vec<u8>, u64)> {
-    let Some(mut reader) = reader else {
-        return Ok((Vec::new(), 0));
-    };
-    let mut kept = Vec::new();
-    let mut total: u64 = 0;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = reader.read(&mut buf).await?;
-        if n == 0 {
-            break;
-        }
-        total += n as u64;
-        let room = cap.saturating_sub(kept.len());
-        kept.extend_from_slice(&buf[..n.min(room)]);
-    }
-    Ok((kept, total))
-}
 /// The kubectl binary: a path is taken as is, a bare name is looked up on PATH.
 pub(super) fn resolve_program(program: &Path) -> Option<PathBuf> {
     if program.as_os_str().is_empty() {

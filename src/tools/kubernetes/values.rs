@@ -68,7 +68,7 @@ pub(super) fn single_kind_any(value: &str) -> Result<String, String> {
 /// One resource type whose objects may be read (not secrets).
 pub(super) fn single_kind(value: &str) -> Result<String, String> {
     let kind = single_kind_any(value)?;
-    if is_secret_kind(&kind) {
+    if is_secret_resource(&kind) {
         return Err("reading secrets is not allowed".into());
     }
     Ok(kind)
@@ -83,11 +83,17 @@ pub(super) fn kinds(value: &str) -> Result<String, String> {
     Ok(parts.join(","))
 }
 
-/// `secret`, `secrets`, `Secret`, `secrets.v1`, `secret.v1.` … (the core `secrets` resource
-/// under any spelling kubectl accepts).
-pub fn is_secret_kind(kind: &str) -> bool {
-    let resource = kind.split('.').next().unwrap_or(kind).to_ascii_lowercase();
-    resource == "secret" || resource == "secrets"
+/// Whether a resource as kubectl takes it (a kind, or `kind/name`) is the core `secrets`
+/// resource, under any spelling kubectl accepts: `secret`, `secrets`, `Secret`, `secrets.v1`,
+/// `secret.v1.`, `secret/db`. The one rule for the kubernetes tools and for kubectl run from
+/// the bash tool. kubectl matches no prefixes and Secrets have no short name, so `sec`,
+/// `secretproviderclasses` and `sealedsecrets.bitnami.com` are not Secrets; whatever follows
+/// the first dot is not checked, so `secrets.example.io` counts as one (refusing a
+/// look-alike costs less than reading a Secret).
+pub fn is_secret_resource(resource: &str) -> bool {
+    let kind = resource.split('/').next().unwrap_or(resource);
+    let kind = kind.split('.').next().unwrap_or(kind);
+    kind.eq_ignore_ascii_case("secret") || kind.eq_ignore_ascii_case("secrets")
 }
 
 /// A duration for `--since`: `30s`, `10m`, `1h`, `2h30m`.
@@ -109,5 +115,43 @@ pub(super) fn duration(value: &str) -> Result<String, String> {
         Err(format!(
             "invalid parameter `since`: {value:?} is not a duration such as 10m, 1h or 2h30m"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_spellings() {
+        for secret in [
+            "secret",
+            "secrets",
+            "Secret",
+            "SECRETS",
+            "secret.v1",
+            "secrets.v1.",
+            "secret/db",
+            "Secrets/db",
+            "secrets.v1/db",
+            "secret.",
+            "secrets.example.io",
+        ] {
+            assert!(is_secret_resource(secret), "{secret}");
+        }
+        for other in [
+            "sec",
+            "secre",
+            "secretss",
+            "secretproviderclasses",
+            "sealedsecrets.bitnami.com",
+            "pods",
+            "pod/secret",
+            "configmap/secrets",
+            "",
+            "/secret",
+        ] {
+            assert!(!is_secret_resource(other), "{other}");
+        }
     }
 }

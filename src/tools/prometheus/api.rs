@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use reqwest::StatusCode;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
@@ -11,6 +10,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::PrometheusConfig;
+use crate::tools::capped::{Overflow, read_capped};
 use crate::tools::{ToolContext, describe_http_error};
 
 const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -152,15 +152,16 @@ impl Api {
             .await
             .map_err(|e| ApiError::Transport(describe_http_error(&e, timeout)))?;
         let status = resp.status();
-        let body = read_capped(resp, MAX_RESPONSE_BYTES)
+        let body = read_capped(resp.bytes_stream(), MAX_RESPONSE_BYTES, Overflow::Stop)
             .await
-            .map_err(|e| ApiError::Transport(describe_http_error(&e, timeout)))?
-            .ok_or_else(|| {
-                ApiError::Transport(format!(
-                    "the answer is larger than {} MiB; narrow the query",
-                    MAX_RESPONSE_BYTES >> 20
-                ))
-            })?;
+            .map_err(|e| ApiError::Transport(describe_http_error(&e, timeout)))?;
+        if body.truncated() {
+            return Err(ApiError::Transport(format!(
+                "the answer is larger than {} MiB; narrow the query",
+                MAX_RESPONSE_BYTES >> 20
+            )));
+        }
+        let body = body.bytes;
         match serde_json::from_slice::<Envelope>(&body) {
             Ok(env) if env.status == "success" => {
                 let mut warnings = env.warnings;
@@ -248,23 +249,6 @@ impl Api {
             }
         }
     }
-}
-
-/// The body, or `None` if it is longer than `cap`.
-async fn read_capped(
-    resp: reqwest::Response,
-    cap: usize,
-) -> Result<Option<Vec<u8>>, reqwest::Error> {
-    let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        if body.len() + chunk.len() > cap {
-            return Ok(None);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Some(body))
 }
 
 fn excerpt(body: &[u8]) -> String {

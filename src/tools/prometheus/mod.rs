@@ -3,10 +3,12 @@
 //! the context budget (see [`render`]).
 //!
 //! [`config`] is the `[toolsets.prometheus]` section, [`api`] the HTTP client, [`time`] reads
-//! the times and durations the model writes, [`tools`] holds the tools themselves.
+//! the times and durations the model writes, [`params`] holds the tools' parameters and
+//! names, [`tools`] what they do.
 
 mod api;
 mod config;
+mod params;
 mod render;
 mod time;
 mod tools;
@@ -15,9 +17,8 @@ use std::sync::Arc;
 
 pub use config::PrometheusConfig;
 
-use super::{Tool, Toolset};
+use super::Toolset;
 use api::Api;
-use tools::{Kind, PromTool};
 
 const NAME: &str = "prometheus";
 
@@ -44,17 +45,7 @@ pub async fn toolset(cfg: &PrometheusConfig, http: &reqwest::Client) -> Toolset 
         }
     }
     let instructions = instructions(&api, version.as_deref());
-    let tools: Vec<Arc<dyn Tool>> = [
-        Kind::Query,
-        Kind::QueryRange,
-        Kind::ListMetrics,
-        Kind::ListLabels,
-        Kind::ActiveAlerts,
-    ]
-    .into_iter()
-    .map(|kind| Arc::new(PromTool::new(kind, api.clone())) as Arc<dyn Tool>)
-    .collect();
-    Toolset::enabled(NAME, &instructions, tools)
+    Toolset::enabled(NAME, &instructions, tools::tools(&api))
 }
 
 fn instructions(api: &Api, version: Option<&str>) -> String {
