@@ -115,18 +115,19 @@ impl Live {
     pub fn new(
         mut state: RunState,
         setup: &RunSetup,
+        system: Option<Message>,
         emit: Emitter,
         tool_headers: Arc<Vec<(String, String)>>,
         slot: Option<OwnedSemaphorePermit>,
     ) -> Live {
         let mut conv =
             Conversation::new(setup.model.tokenizer, std::mem::take(&mut state.messages));
-        if let Some(system) = &setup.system_prompt {
+        if let Some(system) = system {
             // Regenerated every run and installed at index 0, whatever was there.
             if conv.messages().first().is_some_and(|m| m.is_role("system")) {
-                conv.replace(0, system.clone());
+                conv.replace(0, system);
             } else {
-                conv.insert(0, system.clone());
+                conv.insert(0, system);
                 for p in &mut state.pending {
                     p.message_index += 1;
                 }

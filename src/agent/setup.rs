@@ -23,8 +23,6 @@ use crate::wire::Message;
 pub struct RunSetup {
     pub model: Arc<ModelConfig>,
     pub sections: SectionSet,
-    /// Regenerated every run and installed at index 0.
-    pub system_prompt: Option<Message>,
     pub response_format: Option<Value>,
     /// Set when the final answer must be validated JSON.
     pub format_check: Option<FormatCheck>,
@@ -57,16 +55,6 @@ impl Agent {
             None => None,
         };
         let sections = self.prompts.sections(config.behavior_controls.as_ref());
-        let system = self.prompts.system_prompt(
-            sections,
-            config.additional_system_prompt.as_deref(),
-            model.tokenizer,
-        );
-        let system_prompt = (!system.text.is_empty()).then(|| {
-            let mut message = Message::system(system.text.to_string());
-            message.token_count = Some(system.tokens + MESSAGE_OVERHEAD);
-            message
-        });
         let (tool_definitions, tools_tokens) = self.tool_definitions(&frontend_defs, &model)?;
         Ok(RunSetup {
             tool_budget: ToolBudget::new(
@@ -76,7 +64,6 @@ impl Agent {
             ),
             model,
             sections,
-            system_prompt,
             response_format: config.response_format.clone(),
             format_check,
             tool_definitions,
@@ -117,6 +104,21 @@ impl Agent {
         };
         let raw = RawValue::from_string(combined).map_err(internal)?;
         Ok((Some(Arc::from(raw)), builtin_tokens + extra_tokens))
+    }
+
+    /// The system prompt, regenerated for every run (built here, not kept in the setup: a run
+    /// holds one copy, in its conversation).
+    pub(super) fn system_message(&self, setup: &RunSetup, config: &RunConfig) -> Option<Message> {
+        let system = self.prompts.system_prompt(
+            setup.sections,
+            config.additional_system_prompt.as_deref(),
+            setup.model.tokenizer,
+        );
+        (!system.text.is_empty()).then(|| {
+            let mut message = Message::system(system.text.to_string());
+            message.token_count = Some(system.tokens + MESSAGE_OVERHEAD);
+            message
+        })
     }
 
     /// The user's message as the LLM gets it: the prompt template around the text, and the

@@ -50,9 +50,11 @@ impl Agent {
             )
         })?;
         let emit = Emitter::default();
+        let system = self.system_message(&setup, config);
         let mut live = Live::new(
             state,
             &setup,
+            system,
             emit.clone(),
             input.tool_headers.clone(),
             Some(slot),
