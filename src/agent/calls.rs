@@ -199,6 +199,16 @@ impl Agent {
                 ),
             );
         }
+        if s.approve_every_call {
+            return Plan::Immediate(Box::new(Outcome::AwaitingApproval(self.described(
+                call,
+                ToolOutput {
+                    status: ToolStatus::ApprovalRequired,
+                    error: Some("every tool call waits for the user's approval".into()),
+                    ..ToolOutput::success("")
+                },
+            ))));
+        }
         Plan::Execute
     }
 
@@ -237,11 +247,13 @@ impl Agent {
 
     /// Every tool result passes here before anyone sees it: secrets masked, size limited.
     pub(super) fn finish_result(&self, s: &RunSetup, live: &mut Live, done: &mut ToolOutcome) {
-        if !self.masker.is_empty() {
-            self.masker.mask(&mut done.content);
-            self.masker.mask(&mut done.output.data);
-            self.masker.mask_opt(&mut done.output.error);
-            self.masker.mask(&mut done.description);
+        for masker in [&self.masker, &s.masker] {
+            if !masker.is_empty() {
+                masker.mask(&mut done.content);
+                masker.mask(&mut done.output.data);
+                masker.mask_opt(&mut done.output.error);
+                masker.mask(&mut done.description);
+            }
         }
         let tok = s.model.tokenizer;
         let Some((cut, end_index, original)) = s.tool_budget.cut(tok, &done.content) else {

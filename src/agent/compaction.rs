@@ -114,6 +114,7 @@ impl Agent {
         );
         // The reason may quote a provider error, which can echo credentials.
         self.masker.mask(&mut text);
+        s.masker.mask(&mut text);
         live.emit.emit(AgentEvent::Notice(text.clone()));
         // Before the run's first LLM call the overflow is the input's own.
         let kind = if live.llm_calls == 0 {

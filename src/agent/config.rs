@@ -31,6 +31,12 @@ pub struct RunConfig {
     /// Send the LLM's text as it arrives (`TextDelta` events).
     #[serde(default)]
     pub text_deltas: bool,
+    /// LLM calls per user turn; `None` for the server's `agent.max_steps`.
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+    /// Values masked as `<secret-hidden>` in everything this run reports (beside the server's).
+    #[serde(default)]
+    pub secrets: Vec<String>,
 }
 
 /// What happens to a call whose tool asks for approval.
@@ -42,4 +48,6 @@ pub enum ApprovalMode {
     Refuse,
     /// The run pauses until the user decides.
     Pause,
+    /// Every backend tool call waits for the user's decision before it runs.
+    Always,
 }

@@ -48,13 +48,26 @@ pub enum AgentEvent {
     Finished(Box<Answer>),
     /// The run failed (terminal).
     Failed(RunError),
+    /// The run stopped because it was told to (terminal).
+    Stopped(StopReason),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopReason {
+    /// Paused after a step, as asked.
+    Paused,
+    /// Interrupted mid-step; these calls were cut and got an error result.
+    Interrupted { cut: Vec<String> },
 }
 
 impl AgentEvent {
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
-            AgentEvent::Paused { .. } | AgentEvent::Finished(_) | AgentEvent::Failed(_)
+            AgentEvent::Paused { .. }
+                | AgentEvent::Finished(_)
+                | AgentEvent::Failed(_)
+                | AgentEvent::Stopped(_)
         )
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::control::RunControl;
 use crate::wire::request::ImageInput;
 
 #[derive(Debug, Clone, Default)]
@@ -12,6 +13,8 @@ pub struct Input {
     pub frontend_results: Vec<FrontendResult>,
     /// Headers tools may see (blocked ones already removed).
     pub tool_headers: Arc<Vec<(String, String)>>,
+    /// For runs that outlive a request: messages, pause and interrupt while it runs.
+    pub control: Option<RunControl>,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -11,6 +11,7 @@ mod calls;
 pub mod canonical;
 mod compaction;
 mod config;
+mod control;
 mod error;
 mod event;
 mod frontend;
@@ -19,6 +20,7 @@ mod input;
 mod resume;
 mod run;
 mod secrets;
+mod settle;
 mod setup;
 mod state;
 mod structured;
@@ -31,12 +33,14 @@ use crate::tools::ToolRegistry;
 
 pub use compaction::CompactionOptions;
 pub use config::{ApprovalMode, RunConfig};
+pub use control::RunControl;
 pub use error::{RunError, RunErrorKind};
-pub use event::{AgentEvent, Answer, CompactionReport, CompactionStarted};
+pub use event::{AgentEvent, Answer, CompactionReport, CompactionStarted, StopReason};
 pub use images::ImageLimits;
 pub use input::{Decision, FrontendResult, Input, UserMessage, Verdict};
 pub use run::Run;
 pub use secrets::SecretMasker;
+pub use settle::missing_results;
 pub use setup::RunSetup;
 pub use state::{PendingCall, RunState, Waiting};
 pub use usage::{UsageLedger, UsageReport};
@@ -60,5 +64,7 @@ pub struct Agent {
     pub compaction: CompactionOptions,
     pub masker: SecretMasker,
 }
+#[cfg(test)]
+mod control_tests;
 #[cfg(test)]
 mod tests;

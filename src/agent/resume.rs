@@ -109,7 +109,7 @@ impl Agent {
     }
 
     /// A result for a backend tool that did not run, described as the tool would describe it.
-    fn described(&self, call: &ToolCall, output: ToolOutput) -> ToolOutcome {
+    pub(super) fn described(&self, call: &ToolCall, output: ToolOutput) -> ToolOutcome {
         let name = &call.function.name;
         match self.tools.get(name) {
             Some(tool) => {

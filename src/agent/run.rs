@@ -167,6 +167,24 @@ impl Live {
             .emit(AgentEvent::MessageReplaced { index, message });
     }
 
+    /// Gives every call left without a result an error result saying `why` (calls the run
+    /// waits on keep waiting); returns their ids.
+    pub fn settle(&mut self, why: &str) -> Vec<String> {
+        let waiting: Vec<&str> = self
+            .state
+            .pending
+            .iter()
+            .map(|p| p.call.id.as_str())
+            .collect();
+        let inserts = super::settle::missing_results(self.conv.messages(), &waiting, why);
+        let mut cut = Vec::with_capacity(inserts.len());
+        for (at, message) in inserts {
+            cut.extend(message.tool_call_id.clone());
+            self.insert(at, message);
+        }
+        cut
+    }
+
     pub fn report(&self, setup: &RunSetup) -> UsageReport {
         self.state.usage.report(
             &self.conv,

@@ -31,6 +31,10 @@ pub struct RunSetup {
     pub tools_tokens: u32,
     pub frontend_tools: Vec<FrontendTool>,
     pub pause_for_approval: bool,
+    /// Every backend call waits for approval (`ApprovalMode::Always`).
+    pub approve_every_call: bool,
+    /// The run's own secrets (`RunConfig::secrets`), masked beside the server's.
+    pub masker: super::SecretMasker,
     pub text_deltas: bool,
     pub tool_budget: ToolBudget,
     pub max_steps: u32,
@@ -69,9 +73,11 @@ impl Agent {
             tool_definitions,
             tools_tokens,
             frontend_tools,
-            pause_for_approval: config.approvals == ApprovalMode::Pause,
+            pause_for_approval: config.approvals != ApprovalMode::Refuse,
+            approve_every_call: config.approvals == ApprovalMode::Always,
+            masker: super::SecretMasker::new(config.secrets.iter().cloned()),
             text_deltas: config.text_deltas,
-            max_steps: self.options.max_steps,
+            max_steps: config.max_steps.unwrap_or(self.options.max_steps).max(1),
         })
     }
 

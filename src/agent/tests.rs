@@ -54,13 +54,13 @@ impl Tool for Echo {
     }
 }
 
-struct Harness {
-    agent: Arc<Agent>,
-    llm: Arc<ScriptedProvider>,
-    gate: Arc<tokio::sync::Notify>,
+pub(super) struct Harness {
+    pub agent: Arc<Agent>,
+    pub llm: Arc<ScriptedProvider>,
+    pub gate: Arc<tokio::sync::Notify>,
 }
 
-fn harness(extra_toml: &str, replies: Vec<Reply>) -> Harness {
+pub(super) fn harness(extra_toml: &str, replies: Vec<Reply>) -> Harness {
     let toml = format!(
         "[models.test]\nmodel = \"scripted/test\"\napi_base = \"http://scripted.invalid\"\n{extra_toml}"
     );
@@ -103,7 +103,7 @@ fn harness(extra_toml: &str, replies: Vec<Reply>) -> Harness {
     }
 }
 
-fn ask(text: &str) -> Input {
+pub(super) fn ask(text: &str) -> Input {
     Input {
         message: Some(UserMessage {
             text: text.into(),
@@ -113,12 +113,12 @@ fn ask(text: &str) -> Input {
     }
 }
 
-fn call(id: &str, args: Value) -> Reply {
+pub(super) fn call(id: &str, args: Value) -> Reply {
     Reply::Calls(vec![(id.into(), "echo".into(), args.to_string())])
 }
 
 /// Every event of a run and its final state.
-async fn drain(mut run: Run) -> (Vec<AgentEvent>, RunState) {
+pub(super) async fn drain(mut run: Run) -> (Vec<AgentEvent>, RunState) {
     let mut events = Vec::new();
     while let Some(event) = run.next().await {
         events.push(event);
@@ -127,7 +127,7 @@ async fn drain(mut run: Run) -> (Vec<AgentEvent>, RunState) {
     (events, state)
 }
 
-fn tool_results(events: &[AgentEvent]) -> Vec<(String, String)> {
+pub(super) fn tool_results(events: &[AgentEvent]) -> Vec<(String, String)> {
     events
         .iter()
         .filter_map(|e| match e {

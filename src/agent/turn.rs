@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::Agent;
 use super::error::{RunError, RunErrorKind};
-use super::event::{AgentEvent, Answer};
+use super::event::{AgentEvent, Answer, StopReason};
 use super::input::Input;
 use super::run::{Emitter, Live, Run};
 use super::setup::RunSetup;
@@ -61,8 +61,23 @@ impl Agent {
         );
         let agent = self.clone();
         let driver = async move {
-            let end = agent.turn(&setup, &mut live, user, &input).await;
-            live.emit.emit(end.unwrap_or_else(AgentEvent::Failed));
+            let control = input.control.clone().unwrap_or_default();
+            let end = {
+                let turn = agent.turn(&setup, &mut live, user, &input);
+                tokio::select! {
+                    biased;
+                    () = control.interrupted() => None,
+                    end = turn => Some(end),
+                }
+            };
+            let end = match end {
+                Some(end) => end.unwrap_or_else(AgentEvent::Failed),
+                // The step in flight was dropped: its LLM call and tools are cancelled.
+                None => AgentEvent::Stopped(StopReason::Interrupted {
+                    cut: live.settle("the run was interrupted before this call finished"),
+                }),
+            };
+            live.emit.emit(end);
             live.into_state()
         };
         Ok(Run::new(Box::pin(driver), emit))
@@ -81,7 +96,16 @@ impl Agent {
             live.push(message);
             live.state.steps = 0;
         }
+        let control = input.control.clone().unwrap_or_default();
         loop {
+            for message in control.take_messages() {
+                let message = self.user_message(s, &message)?;
+                live.push(message);
+                live.state.steps = 0;
+            }
+            if control.pause_requested() {
+                return Ok(AgentEvent::Stopped(StopReason::Paused));
+            }
             let step = live.state.steps + 1;
             self.compact_if_needed(s, live).await?;
             let last_step = step >= s.max_steps;
@@ -135,7 +159,7 @@ impl Agent {
             .await;
         let completion = result.map_err(|e| {
             tracing::warn!(model = %s.model.key, error = %e, "LLM call failed");
-            self.llm_failure(&e)
+            self.llm_failure(s, &e)
         })?;
         let reply = Message::assistant(
             completion.content.clone(),
@@ -230,7 +254,7 @@ impl Agent {
             .llm
             .complete(&request, live.slot.take(), |_| {})
             .await
-            .map_err(|e| self.llm_failure(&e))?;
+            .map_err(|e| self.llm_failure(s, &e))?;
         let text = completion.content.unwrap_or_default();
         live.state.usage.record_or_estimate(
             completion.usage,
@@ -251,9 +275,10 @@ impl Agent {
     }
 
     /// An LLM failure as the run's error; provider messages can echo credentials: masked.
-    pub(super) fn llm_failure(&self, e: &LlmError) -> RunError {
+    pub(super) fn llm_failure(&self, s: &RunSetup, e: &LlmError) -> RunError {
         let mut message = e.to_string();
         self.masker.mask(&mut message);
+        s.masker.mask(&mut message);
         let kind = match e {
             LlmError::RateLimited { .. } => RunErrorKind::RateLimited,
             // 401 from the provider would read as the client's own key: a bad gateway.

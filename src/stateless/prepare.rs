@@ -87,6 +87,8 @@ pub(super) fn prepare(
         },
         can_pause: req.stream,
         text_deltas: req.stream && req.stream_deltas,
+        max_steps: None,
+        secrets: Vec::new(),
     };
     let input = Input {
         message: has_ask.then(|| UserMessage {
@@ -102,6 +104,7 @@ pub(super) fn prepare(
             })
             .collect(),
         tool_headers: std::sync::Arc::new(meta.headers),
+        control: None,
     };
     Ok(Prepared {
         config,

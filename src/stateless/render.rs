@@ -181,6 +181,11 @@ impl ChatRun {
                     metadata,
                 }))
             }
+            // Nothing pauses or interrupts a stateless run; were it to, the client hears why.
+            AgentEvent::Stopped(reason) => StreamEvent::Error(ErrorEvent::new(
+                format!("the run was stopped: {reason:?}"),
+                false,
+            )),
             AgentEvent::Failed(error) => {
                 let frame = ErrorEvent::new(
                     error.message.clone(),
