@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod credentials;
+pub mod frames;
 pub mod http;
 pub mod llm;
 pub mod prompt;

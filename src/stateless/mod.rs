@@ -14,7 +14,7 @@ use crate::wire::{ChatRequest, FollowUpAction};
 
 pub use approvals::{ApprovalSigner, TokenError, conversation_digest};
 pub use prepare::RequestMeta;
-pub use render::{ChatRun, metadata};
+pub use render::ChatRun;
 
 pub struct StatelessChat {
     pub agent: Arc<Agent>,
