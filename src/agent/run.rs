@@ -156,13 +156,13 @@ impl Live {
 
     pub fn insert(&mut self, index: usize, message: Message) {
         self.conv.insert(index, message);
-        let message = self.conv.messages()[index].clone();
+        let message = Box::new(self.conv.messages()[index].clone());
         self.emit.emit(AgentEvent::MessageAdded { index, message });
     }
 
     pub fn replace(&mut self, index: usize, message: Message) {
         self.conv.replace(index, message);
-        let message = self.conv.messages()[index].clone();
+        let message = Box::new(self.conv.messages()[index].clone());
         self.emit
             .emit(AgentEvent::MessageReplaced { index, message });
     }
