@@ -16,12 +16,12 @@ pub enum AgentEvent {
     /// A message joined the history at `index` (usually its end).
     MessageAdded {
         index: usize,
-        message: Message,
+        message: Box<Message>,
     },
     /// The message at `index` was replaced (the repaired structured answer).
     MessageReplaced {
         index: usize,
-        message: Message,
+        message: Box<Message>,
     },
     /// The assistant's text or reasoning beside the tool calls it asked for.
     Thought {
