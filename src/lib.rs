@@ -9,6 +9,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod conversations;
 pub mod credentials;
 pub mod frames;
 pub mod http;

@@ -112,6 +112,24 @@ impl Agent {
         Ok((Some(Arc::from(raw)), builtin_tokens + extra_tokens))
     }
 
+    /// Adds a user message to a stored state, outside a run (a conversation that is not
+    /// running): checked and rendered as a run would; the turn starts afresh.
+    pub fn add_user_message(
+        &self,
+        config: &RunConfig,
+        state: &mut super::RunState,
+        message: &UserMessage,
+    ) -> Result<(), RunError> {
+        let setup = self.compile(config)?;
+        self.options
+            .images
+            .check(&state.messages, &message.images)
+            .map_err(|e| RunError::new(RunErrorKind::TooLarge, e))?;
+        state.messages.push(self.user_message(&setup, message)?);
+        state.steps = 0;
+        Ok(())
+    }
+
     /// The system prompt, regenerated for every run (built here, not kept in the setup: a run
     /// holds one copy, in its conversation).
     pub(super) fn system_message(&self, setup: &RunSetup, config: &RunConfig) -> Option<Message> {

@@ -12,6 +12,9 @@ use crate::wire::response::{Costs, TokenBreakdown, Truncation, Usage};
 pub struct UsageLedger {
     last: Usage,
     costs: Costs,
+    /// LLM calls recorded (a compaction's summary requests count as one).
+    #[serde(default)]
+    calls: u64,
 }
 
 /// A snapshot of a run's usage, as `token_count` and the final metadata show it.
@@ -30,6 +33,7 @@ pub struct UsageReport {
 impl UsageLedger {
     pub fn record(&mut self, usage: Usage, model: &ModelConfig) {
         self.last = usage;
+        self.calls += 1;
         let c = &mut self.costs;
         c.prompt_tokens += usage.prompt_tokens;
         c.completion_tokens += usage.completion_tokens;
@@ -62,6 +66,11 @@ impl UsageLedger {
             }
         });
         self.record(usage, model);
+    }
+
+    /// LLM calls and cumulative costs so far.
+    pub fn totals(&self) -> (u64, Costs) {
+        (self.calls, self.costs)
     }
 
     pub fn count_compaction(&mut self) {

@@ -6,6 +6,8 @@ pub mod auth;
 pub mod body;
 mod chat;
 mod console;
+mod conversation_stream;
+mod conversations;
 mod deadlines;
 mod error;
 mod limits;
@@ -41,6 +43,7 @@ pub use server::ShutdownWatch;
 pub struct AppState {
     pub agent: Arc<Agent>,
     pub chat: Arc<crate::stateless::StatelessChat>,
+    pub conversations: Arc<crate::conversations::Conversations>,
     pub keepalive: Option<Duration>,
     pub body_limit: usize,
     /// Time a client has to send its whole body.
@@ -68,6 +71,45 @@ pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .route("/api/chat", post(chat::chat))
         .route("/api/model", get(models))
+        .route(
+            "/api/conversations",
+            post(conversations::create).get(conversations::batch),
+        )
+        .route("/api/conversations/search", get(conversations::search))
+        .route("/api/conversations/count", get(conversations::count))
+        .route(
+            "/api/conversations/{id}",
+            get(conversations::get)
+                .patch(conversations::update)
+                .delete(conversations::delete),
+        )
+        .route("/api/conversations/{id}/events", post(conversations::send))
+        .route("/api/conversations/{id}/run", post(conversations::run))
+        .route("/api/conversations/{id}/pause", post(conversations::pause))
+        .route(
+            "/api/conversations/{id}/interrupt",
+            post(conversations::interrupt),
+        )
+        .route(
+            "/api/conversations/{id}/events/respond_to_confirmation",
+            post(conversations::respond),
+        )
+        .route(
+            "/api/conversations/{id}/events/search",
+            get(conversations::events),
+        )
+        .route(
+            "/api/conversations/{id}/events/count",
+            get(conversations::count_events),
+        )
+        .route(
+            "/api/conversations/{id}/events/stream",
+            get(conversation_stream::stream),
+        )
+        .route(
+            "/api/conversations/{id}/events/{event_id}",
+            get(conversations::event),
+        )
         .merge(console::routes())
         .route("/api/info", get(ops::info))
         .route("/api/openapi.json", get(openapi::openapi))

@@ -3,6 +3,7 @@
 //! writes them); only the operations (paths, status codes, headers) are written by hand, in
 //! [`paths`].
 
+mod conversation_paths;
 mod paths;
 
 use std::collections::BTreeSet;
@@ -14,6 +15,8 @@ use bytes::Bytes;
 use schemars::generate::{Contract, SchemaSettings};
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Value, json};
+
+use crate::conversations::api;
 
 use super::responses::{
     ErrorResponse, HealthResponse, InfoResponse, ModelsResponse, ReadyResponse,
@@ -127,6 +130,12 @@ fn build() -> Value {
     // Requests: what serde accepts (defaults make fields optional).
     let mut input = generator(Contract::Deserialize);
     let chat_request = schema::<ChatRequest>(&mut input);
+    let mut conversation_inputs = json!({
+        "create": schema::<api::CreateConversation>(&mut input),
+        "update": schema::<api::UpdateConversation>(&mut input),
+        "send": schema::<api::SendMessage>(&mut input),
+        "confirmation": schema::<api::ConfirmationResponse>(&mut input),
+    });
     // Responses: what serde writes (a field is required when it is always sent).
     let mut output = generator(Contract::Serialize);
     let mut frames = stream_events(&mut output);
@@ -137,6 +146,11 @@ fn build() -> Value {
         "HealthResponse": schema::<HealthResponse>(&mut output),
         "ReadyResponse": schema::<ReadyResponse>(&mut output),
         "InfoResponse": schema::<InfoResponse>(&mut output),
+        "ConversationInfo": schema::<api::ConversationInfo>(&mut output),
+        "ConversationPage": schema::<api::ConversationPage>(&mut output),
+        "EventPage": schema::<api::EventPage>(&mut output),
+        "StoredEventView": schema::<api::StoredEventView>(&mut output),
+        "Success": schema::<api::Success>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);
@@ -162,6 +176,7 @@ fn build() -> Value {
         rename_refs(schema, &renamed);
     }
     rename_refs(&mut responses, &renamed);
+    rename_refs(&mut conversation_inputs, &renamed);
     for (_, payload, _) in &mut frames {
         rename_refs(payload, &renamed);
     }
@@ -177,7 +192,19 @@ fn build() -> Value {
     schemas.insert("ChatStreamEvent".into(), stream_event_schema(&frames));
 
     let r = |name: &str| responses[name].clone();
-    paths::paths_document(
+    let i = |name: &str| conversation_inputs[name].clone();
+    let conversations = conversation_paths::ConversationSchemas {
+        create: i("create"),
+        update: i("update"),
+        send: i("send"),
+        confirmation: i("confirmation"),
+        info: r("ConversationInfo"),
+        page: r("ConversationPage"),
+        events: r("EventPage"),
+        event: r("StoredEventView"),
+        success: r("Success"),
+    };
+    let mut doc = paths::paths_document(
         chat_request,
         r("ChatResponse"),
         r("ModelsResponse"),
@@ -185,7 +212,9 @@ fn build() -> Value {
         r("ReadyResponse"),
         r("InfoResponse"),
         schemas,
-    )
+    );
+    conversation_paths::add(&mut doc, &conversations);
+    doc
 }
 
 /// Rewrites `$ref`s to renamed output types.

@@ -1,0 +1,302 @@
+//! Conversations that live on the server: a stored `RunConfig`, an append-only log of the
+//! runs' events and the `RunState` they fold into (`store/`). A run goes on in the background
+//! while clients come and go; it can be paused, interrupted, approved, replayed, and it is
+//! still there after a restart. `/api/chat` is untouched: this is a second front door onto the
+//! same agent core.
+
+pub mod api;
+mod events;
+mod runs;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::agent::{Agent, ApprovalMode, RunConfig, RunError, RunErrorKind, RunState, Waiting};
+use crate::store::{ConversationQuery, ConversationRow, Store, StoreError};
+use api::{
+    ConfirmationPolicy, ConversationInfo, ConversationPage, CreateConversation, PendingAction,
+    Stats, UpdateConversation,
+};
+
+pub use runs::LiveRun;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConversationError {
+    #[error("conversation {0} not found")]
+    NotFound(Uuid),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    TooLarge(String),
+    /// `max_running` conversations are running: retry shortly.
+    #[error("{0}")]
+    Busy(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("conversation store: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl From<RunError> for ConversationError {
+    fn from(e: RunError) -> Self {
+        match e.kind {
+            RunErrorKind::BadInput => ConversationError::BadInput(e.message),
+            RunErrorKind::TooLarge => ConversationError::TooLarge(e.message),
+            RunErrorKind::Overloaded => ConversationError::Busy(e.message),
+            RunErrorKind::NoModel => ConversationError::Unavailable(e.message),
+            _ => ConversationError::Unavailable(e.message),
+        }
+    }
+}
+
+/// What a conversation was created with, stored beside its state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StoredConfig {
+    pub run: RunConfig,
+    pub policy: ConfirmationPolicy,
+    pub stuck_detection: bool,
+}
+
+pub struct Conversations {
+    agent: Arc<Agent>,
+    store: Store,
+    max_running: usize,
+    /// Runs in progress on this replica.
+    live: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
+    /// One writer of a conversation's row at a time.
+    row_locks: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+const TAG_VALUE_MAX: usize = 256;
+
+impl Conversations {
+    pub fn new(agent: Arc<Agent>, store: Store, max_running: usize) -> Arc<Conversations> {
+        Arc::new(Conversations {
+            agent,
+            store,
+            max_running,
+            live: Mutex::default(),
+            row_locks: Mutex::default(),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub async fn create(
+        self: &Arc<Self>,
+        req: CreateConversation,
+    ) -> Result<ConversationInfo, ConversationError> {
+        let tags = req.tags.unwrap_or_default();
+        check_tags(&tags)?;
+        let policy = req.confirmation_policy.unwrap_or_default();
+        let run = RunConfig {
+            model: req.model,
+            additional_system_prompt: req.additional_system_prompt,
+            behavior_controls: req.behavior_controls,
+            response_format: req.response_format,
+            frontend_tools: req.frontend_tools.unwrap_or_default(),
+            approvals: match policy {
+                ConfirmationPolicy::NeverConfirm => ApprovalMode::Refuse,
+                ConfirmationPolicy::ConfirmRisky => ApprovalMode::Pause,
+                ConfirmationPolicy::AlwaysConfirm => ApprovalMode::Always,
+            },
+            can_pause: true,
+            text_deltas: false,
+            max_steps: req.max_iterations,
+            secrets: req.secrets.unwrap_or_default().into_values().collect(),
+        };
+        // Refuse a config no run could use now, not at the first run.
+        self.agent.compile(&run)?;
+        let config = StoredConfig {
+            run,
+            policy,
+            stuck_detection: req.stuck_detection.unwrap_or(true),
+        };
+        let now = Utc::now();
+        let row = ConversationRow {
+            id: req.id.unwrap_or_else(Uuid::new_v4),
+            title: req.title,
+            tags,
+            status: "idle".into(),
+            reason: None,
+            config: to_json(&config)?,
+            state: to_json(&RunState::default())?,
+            state_event_id: 0,
+            stats: to_json(&Stats::default())?,
+            last_event_id: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        self.store.create(&row).await.map_err(|e| match e {
+            StoreError::Conflict(_) => {
+                ConversationError::Conflict(format!("conversation {} already exists", row.id))
+            }
+            e => e.into(),
+        })?;
+        let id = row.id;
+        if let Some(mut message) = req.initial_message {
+            message.run = Some(message.run.unwrap_or(true));
+            self.send_message(id, message).await?;
+        }
+        self.info(id).await
+    }
+
+    pub async fn info(&self, id: Uuid) -> Result<ConversationInfo, ConversationError> {
+        let row = self.row(id).await?;
+        info_of(&row)
+    }
+
+    pub async fn infos(&self, ids: &[Uuid]) -> Result<Vec<Option<ConversationInfo>>, ConversationError> {
+        let rows = self.store.get_many(ids).await?;
+        rows.iter()
+            .map(|r| r.as_ref().map(info_of).transpose())
+            .collect()
+    }
+
+    pub async fn search(&self, q: &ConversationQuery) -> Result<ConversationPage, ConversationError> {
+        let page = self.store.search(q).await?;
+        Ok(ConversationPage {
+            items: page.items.iter().map(info_of).collect::<Result<_, _>>()?,
+            next_page_id: page.next_page_id,
+        })
+    }
+
+    pub async fn update(
+        &self,
+        id: Uuid,
+        req: UpdateConversation,
+    ) -> Result<ConversationInfo, ConversationError> {
+        if let Some(tags) = &req.tags {
+            check_tags(tags)?;
+        }
+        let lock = self.row_lock(id);
+        let _guard = lock.lock().await;
+        let mut row = self.row(id).await?;
+        if let Some(title) = req.title {
+            row.title = Some(title);
+        }
+        if let Some(tags) = req.tags {
+            row.tags = tags;
+        }
+        row.updated_at = Utc::now();
+        self.store.update(&row).await?;
+        info_of(&row)
+    }
+
+    /// Stops a run first; the conversation and its events are gone afterwards.
+    pub async fn delete(&self, id: Uuid) -> Result<(), ConversationError> {
+        self.row(id).await?;
+        if let Some(live) = self.live_run(id) {
+            live.control.interrupt();
+            live.finished().await;
+        }
+        if !self.store.delete(id).await? {
+            return Err(ConversationError::NotFound(id));
+        }
+        Ok(())
+    }
+
+    async fn row(&self, id: Uuid) -> Result<ConversationRow, ConversationError> {
+        self.store
+            .get(id)
+            .await?
+            .ok_or(ConversationError::NotFound(id))
+    }
+
+    fn row_lock(&self, id: Uuid) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.row_locks.lock().unwrap_or_else(PoisonError::into_inner);
+        locks.retain(|_, l| Arc::strong_count(l) > 1);
+        locks.entry(id).or_default().clone()
+    }
+
+    fn live_run(&self, id: Uuid) -> Option<Arc<LiveRun>> {
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned()
+    }
+}
+
+fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), ConversationError> {
+    for (key, value) in tags {
+        if key.is_empty()
+            || !key
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        {
+            return Err(ConversationError::BadInput(format!(
+                "tag key '{key}': keys are lowercase letters and digits"
+            )));
+        }
+        if value.chars().count() > TAG_VALUE_MAX {
+            return Err(ConversationError::BadInput(format!(
+                "tag '{key}': values are at most {TAG_VALUE_MAX} characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<serde_json::Value, ConversationError> {
+    serde_json::to_value(value)
+        .map_err(|e| ConversationError::Unavailable(format!("cannot encode: {e}")))
+}
+
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
+    value: &serde_json::Value,
+) -> Result<T, ConversationError> {
+    serde_json::from_value(value.clone())
+        .map_err(|e| ConversationError::Unavailable(format!("unreadable stored conversation: {e}")))
+}
+
+fn info_of(row: &ConversationRow) -> Result<ConversationInfo, ConversationError> {
+    let config: StoredConfig = from_json(&row.config)?;
+    let state: RunState = from_json(&row.state)?;
+    Ok(ConversationInfo {
+        id: row.id,
+        title: row.title.clone(),
+        tags: row.tags.clone(),
+        execution_status: row.status.clone(),
+        reason: row.reason.clone(),
+        model: config.run.model.clone(),
+        confirmation_policy: config.policy,
+        max_iterations: config.run.max_steps.unwrap_or(0),
+        stuck_detection: config.stuck_detection,
+        pending_actions: state
+            .pending
+            .iter()
+            .map(|p| match &p.waits_for {
+                Waiting::Approval {
+                    description,
+                    params,
+                } => PendingAction {
+                    tool_call_id: p.call.id.clone(),
+                    tool_name: p.call.function.name.clone(),
+                    arguments: params.clone(),
+                    waits_for: "approval".into(),
+                    description: Some(description.clone()),
+                },
+                Waiting::Frontend { arguments } => PendingAction {
+                    tool_call_id: p.call.id.clone(),
+                    tool_name: p.call.function.name.clone(),
+                    arguments: arguments.clone(),
+                    waits_for: "frontend_tool".into(),
+                    description: None,
+                },
+            })
+            .collect(),
+        stats: from_json(&row.stats).unwrap_or_default(),
+        last_event_id: row.last_event_id,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}

@@ -1,0 +1,371 @@
+//! Runs of a conversation: started in the background, their events appended to the log in
+//! order (the run never waits for a commit), the state saved when they end; messages, pauses,
+//! interrupts and confirmations on the way; recovery after the server stopped mid-run.
+
+use std::sync::{Arc, PoisonError};
+
+use chrono::Utc;
+use futures::StreamExt;
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use uuid::Uuid;
+
+use super::api::{ConfirmationResponse, SendMessage, Stats};
+use super::events::{self, USER};
+use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
+use crate::agent::{
+    AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason,
+    UserMessage, Verdict, missing_results,
+};
+use crate::store::{EventQuery, NewEvent, Store, StoreError};
+
+/// A run in progress on this replica.
+pub struct LiveRun {
+    pub(super) control: RunControl,
+    done: watch::Receiver<bool>,
+}
+
+impl LiveRun {
+    /// Resolves once the run has ended and its state is saved.
+    pub async fn finished(&self) {
+        let mut done = self.done.clone();
+        let _ = done.wait_for(|d| *d).await;
+    }
+}
+
+const RUNNING: &str = "running";
+const WAITING: &str = "waiting_for_confirmation";
+
+impl Conversations {
+    /// Stores a user message; a running conversation takes it at its next step, an idle one
+    /// keeps it for its next run (started at once with `run`).
+    pub async fn send_message(
+        self: &Arc<Self>,
+        id: Uuid,
+        message: SendMessage,
+    ) -> Result<(), ConversationError> {
+        if message.content.trim().is_empty() {
+            return Err(ConversationError::BadInput("`content` is empty".into()));
+        }
+        let user = UserMessage {
+            text: message.content.clone(),
+            images: message.images.clone().unwrap_or_default(),
+        };
+        let lock = self.row_lock(id);
+        let guard = lock.lock().await;
+        let mut row = self.row(id).await?;
+        if let Some(live) = self.live_run(id) {
+            self.store
+                .append(id, vec![user_event(&message)])
+                .await?;
+            live.control.send(user);
+            return Ok(());
+        }
+        if row.status == WAITING {
+            return Err(ConversationError::Conflict(
+                "the conversation waits for a confirmation: answer it first \
+                 (POST …/events/respond_to_confirmation)"
+                    .into(),
+            ));
+        }
+        let config: StoredConfig = from_json(&row.config)?;
+        let mut state: RunState = from_json(&row.state)?;
+        self.agent.add_user_message(&config.run, &mut state, &user)?;
+        self.store.append(id, vec![user_event(&message)]).await?;
+        row.state = to_json(&state)?;
+        row.updated_at = Utc::now();
+        self.store.update(&row).await?;
+        drop(guard);
+        if message.run.unwrap_or(false) {
+            self.run(id).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the conversation from where it stands. 409 while it runs or waits for a
+    /// confirmation.
+    pub async fn run(self: &Arc<Self>, id: Uuid) -> Result<(), ConversationError> {
+        self.start(id, Input::default(), false).await
+    }
+
+    pub async fn pause(&self, id: Uuid) -> Result<(), ConversationError> {
+        self.row(id).await?;
+        if let Some(live) = self.live_run(id) {
+            live.control.pause();
+        }
+        Ok(())
+    }
+
+    pub async fn interrupt(&self, id: Uuid) -> Result<(), ConversationError> {
+        self.row(id).await?;
+        if let Some(live) = self.live_run(id) {
+            live.control.interrupt();
+            live.finished().await;
+        }
+        Ok(())
+    }
+
+    /// Answers the pending calls and continues the run. 409 if nothing is pending.
+    pub async fn respond(
+        self: &Arc<Self>,
+        id: Uuid,
+        response: ConfirmationResponse,
+    ) -> Result<(), ConversationError> {
+        let row = self.row(id).await?;
+        let state: RunState = from_json(&row.state)?;
+        if row.status != WAITING || state.pending.is_empty() {
+            return Err(ConversationError::Conflict(
+                "nothing is waiting for a confirmation".into(),
+            ));
+        }
+        let mut input = Input::default();
+        if let Some(accept) = response.accept {
+            for p in state.pending.iter().filter(|p| p.is_approval()) {
+                input.decisions.push(Decision {
+                    call_id: p.call.id.clone(),
+                    verdict: if accept {
+                        Verdict::Approved
+                    } else {
+                        Verdict::Denied {
+                            feedback: response.reason.clone(),
+                        }
+                    },
+                });
+            }
+        }
+        for d in response.tool_decisions.unwrap_or_default() {
+            input.decisions.push(Decision {
+                call_id: d.tool_call_id,
+                verdict: if d.approved {
+                    Verdict::Approved
+                } else {
+                    Verdict::Denied {
+                        feedback: d.feedback,
+                    }
+                },
+            });
+        }
+        input.frontend_results = response
+            .frontend_tool_results
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| FrontendResult {
+                call_id: r.tool_call_id,
+                result: r.result,
+            })
+            .collect();
+        self.start(id, input, true).await
+    }
+
+    async fn start(
+        self: &Arc<Self>,
+        id: Uuid,
+        input: Input,
+        answering: bool,
+    ) -> Result<(), ConversationError> {
+        let lock = self.row_lock(id);
+        let _guard = lock.lock().await;
+        let mut row = self.row(id).await?;
+        if self.live_run(id).is_some() || row.status == RUNNING {
+            return Err(ConversationError::Conflict(
+                "Conversation already running. Wait for completion or pause first.".into(),
+            ));
+        }
+        if row.status == WAITING && !answering {
+            return Err(ConversationError::Conflict(
+                "the conversation waits for a confirmation: answer it first".into(),
+            ));
+        }
+        let running = self.live.lock().unwrap_or_else(PoisonError::into_inner).len();
+        if running >= self.max_running {
+            return Err(ConversationError::Busy(format!(
+                "{running} conversations are running, the limit (conversations.max_running); retry shortly"
+            )));
+        }
+        let config: StoredConfig = from_json(&row.config)?;
+        let state: RunState = from_json(&row.state)?;
+        let control = RunControl::default();
+        let input = Input {
+            control: Some(control.clone()),
+            ..input
+        };
+        let run = self.agent.start(&config.run, state, input)?;
+        let stop = control.clone();
+        row.status = RUNNING.into();
+        row.reason = None;
+        row.updated_at = Utc::now();
+        self.store.update(&row).await?;
+        self.store
+            .append(id, vec![events::state_update(RUNNING, None)])
+            .await?;
+        let (done_tx, done) = watch::channel(false);
+        self.live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, Arc::new(LiveRun { control, done }));
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.drive(id, run, stop).await;
+            this.live
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            let _ = done_tx.send(true);
+        });
+        Ok(())
+    }
+
+    /// Consumes a run: its events go to the log in order, through a writer that batches what
+    /// is queued, so the run never waits for a commit; its end is saved with its state.
+    async fn drive(&self, id: Uuid, mut run: Run, control: RunControl) {
+        let (tx, rx) = mpsc::unbounded_channel::<NewEvent>();
+        let writer = tokio::spawn(write_log(self.store.clone(), id, rx, control));
+        let mut end = None;
+        let mut context_tokens = 0;
+        while let Some(event) = run.next().await {
+            if let AgentEvent::Usage(u) = &event {
+                context_tokens = u64::from(u.tokens.total_tokens);
+            }
+            if event.is_terminal() {
+                end = Some(status_of(&event));
+            }
+            if let Some(stored) = events::stored(event) {
+                let _ = tx.send(stored);
+            }
+        }
+        let state = run.take_state().unwrap_or_default();
+        let (status, reason) =
+            end.unwrap_or(("error", Some("the run ended without a final event".into())));
+        let _ = tx.send(events::state_update(status, reason.as_deref()));
+        drop(tx);
+        let (last_seq, log_error) = match writer.await {
+            Ok(Ok(seq)) => (seq, None),
+            Ok(Err((seq, e))) => (seq, Some(e.to_string())),
+            Err(e) => (0, Some(format!("the log writer stopped: {e}"))),
+        };
+        let lock = self.row_lock(id);
+        let _guard = lock.lock().await;
+        let Ok(Some(mut row)) = self.store.get(id).await else {
+            return; // deleted meanwhile
+        };
+        let (calls, costs) = state.usage.totals();
+        let stats = Stats {
+            llm_calls: calls,
+            prompt_tokens: costs.prompt_tokens,
+            completion_tokens: costs.completion_tokens,
+            cost: costs.total_cost,
+            context_tokens,
+        };
+        row.status = if log_error.is_some() { "error" } else { status }.into();
+        row.reason = log_error.or(reason);
+        row.state = to_json(&state).unwrap_or(row.state);
+        row.state_event_id = last_seq.max(row.state_event_id);
+        row.stats = to_json(&stats).unwrap_or(row.stats);
+        row.updated_at = Utc::now();
+        if let Err(e) = self.store.update(&row).await {
+            tracing::error!(conversation = %id, error = %e, "cannot save the conversation's state");
+        }
+    }
+
+    /// After a restart: conversations that were running here are `error` ("the server
+    /// stopped"), with their history settled so that a new run is valid for the LLM.
+    pub async fn recover(&self) -> Result<usize, ConversationError> {
+        let ids = self.store.ids_with_status(&[RUNNING]).await?;
+        for &id in &ids {
+            let Some(mut row) = self.store.get(id).await? else {
+                continue;
+            };
+            let mut state: RunState = from_json(&row.state)?;
+            let mut after = row.state_event_id;
+            loop {
+                let page = self
+                    .store
+                    .events(
+                        id,
+                        &EventQuery {
+                            after: Some(after),
+                            limit: 500,
+                            ..EventQuery::default()
+                        },
+                    )
+                    .await?;
+                for e in &page.items {
+                    events::fold(&mut state, &e.kind, &e.payload);
+                    after = e.id;
+                }
+                if page.next_page_id.is_none() || page.items.is_empty() {
+                    break;
+                }
+            }
+            state.pending.clear();
+            let why = "the server stopped before this call finished";
+            for (at, message) in missing_results(&state.messages, &[], why) {
+                state.messages.insert(at, message);
+            }
+            let reason = "the server stopped while the conversation was running";
+            let error = events::new_event(
+                "error",
+                events::ENVIRONMENT,
+                json!({"description": reason, "error_code": 1, "msg": reason, "success": false}),
+            );
+            let stored = self
+                .store
+                .append(id, vec![error, events::state_update("error", Some(reason))])
+                .await?;
+            row.status = "error".into();
+            row.reason = Some(reason.into());
+            row.state = to_json(&state)?;
+            row.state_event_id = stored.last().map_or(after, |e| e.id);
+            row.updated_at = Utc::now();
+            self.store.update(&row).await?;
+        }
+        Ok(ids.len())
+    }
+}
+
+fn user_event(message: &SendMessage) -> NewEvent {
+    events::new_event(
+        "user_message",
+        USER,
+        json!({"content": message.content, "images": message.images.as_ref().map_or(0, Vec::len)}),
+    )
+}
+
+fn status_of(event: &AgentEvent) -> (&'static str, Option<String>) {
+    match event {
+        AgentEvent::Finished(_) => ("finished", None),
+        AgentEvent::Paused { .. } => (WAITING, None),
+        AgentEvent::Failed(e) => ("error", Some(e.message.clone())),
+        AgentEvent::Stopped(StopReason::Paused) => ("paused", None),
+        AgentEvent::Stopped(StopReason::Interrupted { .. }) => {
+            ("paused", Some("interrupted".into()))
+        }
+        _ => ("error", None),
+    }
+}
+
+/// Appends what the run queued, in order, a batch per commit. Returns the last event id, or
+/// how far it got and why it stopped.
+async fn write_log(
+    store: Store,
+    id: Uuid,
+    mut rx: mpsc::UnboundedReceiver<NewEvent>,
+    control: RunControl,
+) -> Result<u64, (u64, StoreError)> {
+    let mut last = 0;
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while let Ok(more) = rx.try_recv() {
+            batch.push(more);
+        }
+        match store.append(id, batch).await {
+            Ok(stored) => last = stored.last().map_or(last, |e| e.id),
+            // A run whose events cannot be kept must not go on unseen.
+            Err(e) => {
+                control.interrupt();
+                return Err((last, e));
+            }
+        }
+    }
+    Ok(last)
+}

@@ -1,0 +1,132 @@
+//! `GET /api/conversations/{id}/events/stream`: the conversation's log as SSE. Every frame has
+//! an `id:`; a client that reconnects with `Last-Event-ID` (or `?after=N`) gets exactly what it
+//! missed, then live events, never one twice. Frames are read from the store, so a slow
+//! subscriber never holds the run back and every replica serves the same stream.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+use super::conversations::query_pairs;
+use super::sse::KEEPALIVE_FRAME;
+use super::{ApiError, AppState};
+use crate::store::{EventQuery, StoredEvent};
+
+/// Events read from the store per query while catching up.
+const PAGE: u32 = 100;
+
+pub async fn stream(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let Ok(id) = Uuid::parse_str(&id) else {
+        return ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("'{id}' is not a conversation id (a UUID)"),
+        )
+        .into_response();
+    };
+    let mut after = 0u64;
+    for (key, value) in query_pairs(raw.as_deref()) {
+        match (key.as_str(), value.parse::<u64>()) {
+            ("after", Ok(n)) => after = n,
+            _ => {
+                return ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("query parameter '{key}={value}': only after=<event id> is known"),
+                )
+                .into_response();
+            }
+        }
+    }
+    if let Some(last) = headers.get("last-event-id") {
+        match last.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+            Some(n) => after = after.max(n),
+            None => {
+                return ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID must be an event id")
+                    .into_response();
+            }
+        }
+    }
+    let store = state.conversations.store().clone();
+    match store.get(id).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return ApiError::new(StatusCode::NOT_FOUND, format!("conversation {id} not found"))
+                .into_response();
+        }
+        Err(e) => return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+    let keepalive = state.keepalive.unwrap_or(Duration::from_secs(15));
+    let shutdown = state.shutdown.clone();
+    // Subscribed before the first read, so nothing appended in between is missed.
+    let mut news = store.subscribe();
+    let frames = async_stream::stream! {
+        let closing = shutdown.closing();
+        let mut closing = std::pin::pin!(closing);
+        loop {
+            let query = EventQuery { after: Some(after), limit: PAGE, ..EventQuery::default() };
+            let page = match store.events(id, &query).await {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(conversation = %id, error = %e, "event stream read failed");
+                    break;
+                }
+            };
+            let full = page.items.len() as u32 == PAGE;
+            for event in page.items {
+                after = event.id;
+                yield Ok::<Bytes, Infallible>(frame(&event));
+            }
+            if full {
+                continue;
+            }
+            // Caught up: wait for news of this conversation past `after`.
+            loop {
+                tokio::select! {
+                    biased;
+                    () = &mut closing => return,
+                    note = news.recv() => match note {
+                        Ok((conversation, seq)) if conversation == id && seq > after => break,
+                        Ok(_) => {}
+                        // Fell behind the announcements: the store has it all; read again.
+                        Err(RecvError::Lagged(_)) => break,
+                        Err(RecvError::Closed) => return,
+                    },
+                    () = tokio::time::sleep(keepalive) => {
+                        if !matches!(store.get(id).await, Ok(Some(_))) {
+                            return; // deleted
+                        }
+                        yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
+                    }
+                }
+            }
+        }
+    };
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(frames),
+    )
+        .into_response()
+}
+
+fn frame(event: &StoredEvent) -> Bytes {
+    let data = serde_json::to_string(&event.payload).unwrap_or_else(|_| "null".into());
+    Bytes::from(format!(
+        "id: {}\nevent: {}\ndata: {data}\n\n",
+        event.id, event.kind
+    ))
+}

@@ -1,0 +1,238 @@
+//! Server-side conversations over HTTP, on the default SQLite store: the lifecycle, approvals
+//! in both shapes, replay after a reconnect, interrupt, and every refusal.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, json_body, spawn_app};
+use fake_llm::Step;
+
+/// One frame of a conversation's event stream.
+#[derive(Debug)]
+struct Frame {
+    id: u64,
+    name: String,
+    data: Value,
+}
+
+async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
+    let resp = app.post_raw(path, body.to_string()).await;
+    let status = resp.status().as_u16();
+    (status, json_body(resp).await)
+}
+
+async fn create(app: &TestApp, body: Value) -> String {
+    let (status, info) = post(app, "/api/conversations", body).await;
+    assert_eq!(status, 201, "{info}");
+    info["id"].as_str().unwrap().to_owned()
+}
+
+/// Reads the stream (from `after`) until a frame satisfies `until`; every frame read.
+async fn frames_until(
+    app: &TestApp,
+    id: &str,
+    after: Option<u64>,
+    until: impl Fn(&Frame) -> bool,
+) -> Vec<Frame> {
+    let mut request = app
+        .client
+        .get(app.url(&format!("/api/conversations/{id}/events/stream")));
+    if let Some(after) = after {
+        request = request.header("last-event-id", after.to_string());
+    }
+    let resp = request.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut events = resp.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .expect("conversation stream stalled")
+            .expect("stream ended early")
+            .expect("SSE frame");
+        let frame = Frame {
+            id: next.id.parse().expect("every frame has an id"),
+            name: next.event,
+            data: serde_json::from_str(&next.data).unwrap(),
+        };
+        let stop = until(&frame);
+        out.push(frame);
+        if stop {
+            return out;
+        }
+    }
+}
+
+fn state_is(status: &'static str) -> impl Fn(&Frame) -> bool {
+    move |f| f.name == "conversation_state_update" && f.data["execution_status"] == status
+}
+
+#[tokio::test]
+async fn a_conversation_runs_in_the_background_and_its_log_replays() {
+    let app = spawn_app().await;
+    app.llm.push(Step::text("All pods are healthy."));
+    let id = create(
+        &app,
+        json!({"title": "pods", "tags": {"team": "sre"},
+               "initial_message": {"content": "Are my pods healthy?"}}),
+    )
+    .await;
+    let frames = frames_until(&app, &id, None, state_is("finished")).await;
+    let ids: Vec<u64> = frames.iter().map(|f| f.id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "gap-free from 1");
+    let names: Vec<&str> = frames.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names[0], "user_message");
+    assert!(names.contains(&"ai_answer_end"), "{names:?}");
+    let answer = frames.iter().find(|f| f.name == "ai_answer_end").unwrap();
+    assert_eq!(answer.data["analysis"], "All pods are healthy.");
+    assert!(answer.data.get("conversation_history").is_none());
+
+    let (status, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(info["execution_status"], "finished");
+    assert_eq!(info["title"], "pods");
+    assert_eq!(info["stats"]["llm_calls"], 1);
+    assert_eq!(info["last_event_id"], *ids.last().unwrap());
+
+    // A reconnect with Last-Event-ID gets exactly what came after, then waits for more.
+    let mid = ids[ids.len() / 2];
+    let replay = frames_until(&app, &id, Some(mid), state_is("finished")).await;
+    assert_eq!(replay[0].id, mid + 1);
+    assert_eq!(replay.last().unwrap().id, *ids.last().unwrap());
+
+    // A follow-up continues the same conversation: the LLM sees the first exchange.
+    app.llm.push(Step::text("Still healthy."));
+    let (status, _) = post(
+        &app,
+        &format!("/api/conversations/{id}/events"),
+        json!({"content": "And now?", "run": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    frames_until(&app, &id, Some(*ids.last().unwrap()), state_is("finished")).await;
+    let sent = app.llm_messages(1);
+    assert!(sent.iter().any(|m| m["content"] == "All pods are healthy."));
+
+    let (status, page) = app
+        .get_json(&format!("/api/conversations/{id}/events/search?kind=ai_answer_end&limit=10"))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    let (_, count) = app
+        .get_json(&format!("/api/conversations/{id}/events/count?kind=user_message"))
+        .await;
+    assert_eq!(count, 2);
+    let (_, found) = app
+        .get_json("/api/conversations/search?status=finished")
+        .await;
+    assert!(found["items"].as_array().unwrap().iter().any(|c| c["id"] == id.as_str()));
+}
+
+#[tokio::test]
+async fn a_risky_call_waits_for_confirmation_and_either_shape_answers_it() {
+    let app = spawn_app().await;
+    let dir = crate::helpers::tool_writable_dir("conversation-approval");
+    let command = format!("touch {}/confirmed", dir.display());
+    app.llm.push(Step::tool("risky", "bash", json!({"command": command})));
+    app.llm.push(Step::text("Done."));
+    let id = create(&app, json!({"initial_message": {"content": "make the file"}})).await;
+    frames_until(&app, &id, None, state_is("waiting_for_confirmation")).await;
+    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(info["pending_actions"][0]["tool_call_id"], "risky");
+    assert_eq!(info["pending_actions"][0]["waits_for"], "approval");
+    assert!(!dir.join("confirmed").exists());
+    // Nothing runs or is sent while a confirmation is due.
+    let (status, _) = post(&app, &format!("/api/conversations/{id}/run"), json!({})).await;
+    assert_eq!(status, 409);
+
+    let (status, body) = post(
+        &app,
+        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
+        json!({"accept": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    frames_until(&app, &id, None, state_is("finished")).await;
+    assert!(dir.join("confirmed").exists());
+    let (status, _) = post(
+        &app,
+        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
+        json!({"tool_decisions": [{"tool_call_id": "risky", "approved": true}]}),
+    )
+    .await;
+    assert_eq!(status, 409, "nothing is pending any more");
+}
+
+#[tokio::test]
+async fn an_interrupt_cuts_the_llm_call_and_leaves_the_conversation_paused() {
+    let app = spawn_app().await;
+    app.llm.push(Step::HangAfterFirstChunk {
+        first: "thinking".into(),
+    });
+    let id = create(&app, json!({"initial_message": {"content": "think forever"}})).await;
+    frames_until(&app, &id, None, state_is("running")).await;
+    // Wait until the LLM call is in flight.
+    for _ in 0..200 {
+        if app.llm.in_flight() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, _) = post(&app, &format!("/api/conversations/{id}/interrupt"), json!({})).await;
+    assert_eq!(status, 200);
+    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(info["execution_status"], "paused");
+    assert_eq!(info["reason"], "interrupted");
+    for _ in 0..200 {
+        if app.llm.cancellations() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(app.llm.cancellations(), 1, "the LLM request was dropped");
+}
+
+#[tokio::test]
+async fn refusals_are_precise() {
+    let app = spawn_app().await;
+    let missing = "6f1c3a52-5d0b-4c53-9f69-2d1f6a1b9e10";
+    let (status, _) = app.get_json(&format!("/api/conversations/{missing}")).await;
+    assert_eq!(status, 404);
+    let (status, _) = app.get_json("/api/conversations/not-a-uuid").await;
+    assert_eq!(status, 422);
+    let (status, body) = post(&app, "/api/conversations", json!({"tags": {"Team": "x"}})).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = post(&app, "/api/conversations", json!({"model": "nope"})).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = post(&app, "/api/conversations", json!({"unknown": 1})).await;
+    assert_eq!(status, 422);
+    let id = create(&app, json!({"id": missing})).await;
+    assert_eq!(id, missing);
+    let (status, _) = post(&app, "/api/conversations", json!({"id": missing})).await;
+    assert_eq!(status, 409);
+    let (status, _) = post(
+        &app,
+        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
+        json!({"accept": true}),
+    )
+    .await;
+    assert_eq!(status, 409);
+    let (status, _) = post(&app, &format!("/api/conversations/{id}/events"), json!({"content": " "})).await;
+    assert_eq!(status, 400);
+    let (status, _) = app
+        .get_json("/api/conversations/search?limit=1000")
+        .await;
+    assert_eq!(status, 422);
+    let resp = app
+        .client
+        .delete(app.url(&format!("/api/conversations/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (status, _) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(status, 404);
+}
