@@ -18,6 +18,7 @@ pub mod prompt;
 pub mod sandbox;
 pub mod startup;
 pub mod stateless;
+pub mod store;
 pub mod telemetry;
 pub mod tools;
 pub mod wire;

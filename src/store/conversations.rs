@@ -1,0 +1,297 @@
+//! Conversation rows: create, read, update, delete, search, count, retention.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::db::{on_pool, placeholders};
+use super::{
+    ConversationQuery, ConversationRow, Page, SortOrder, Store, StoreError, from_micros,
+    page_limit, paging, to_i64, to_micros, to_u64,
+};
+
+const COLUMNS: &str = "id, title, tags, status, reason, config, state, state_event_id, stats, \
+                       last_event_id, created_at, updated_at";
+
+/// A row as stored (JSON as text, timestamps in µs).
+#[derive(sqlx::FromRow)]
+struct Record {
+    id: Uuid,
+    title: Option<String>,
+    tags: String,
+    status: String,
+    reason: Option<String>,
+    config: String,
+    state: String,
+    state_event_id: i64,
+    stats: String,
+    last_event_id: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+fn json_text(value: &impl serde::Serialize) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Database(format!("serialising: {e}")))
+}
+
+fn parse<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Database(format!("stored {column} is not valid JSON: {e}")))
+}
+
+impl Record {
+    fn into_row(self) -> Result<ConversationRow, StoreError> {
+        Ok(ConversationRow {
+            id: self.id,
+            title: self.title,
+            tags: parse("tags", &self.tags)?,
+            status: self.status,
+            reason: self.reason,
+            config: parse("config", &self.config)?,
+            state: parse("state", &self.state)?,
+            state_event_id: to_u64(self.state_event_id),
+            stats: parse("stats", &self.stats)?,
+            last_event_id: to_u64(self.last_event_id),
+            created_at: from_micros(self.created_at)?,
+            updated_at: from_micros(self.updated_at)?,
+        })
+    }
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+impl Store {
+    /// Inserts a new conversation (its `last_event_id` starts at 0); `Conflict` if the id
+    /// exists.
+    pub async fn create(&self, row: &ConversationRow) -> Result<(), StoreError> {
+        let (tags, config, state, stats) = (
+            json_text(&row.tags)?,
+            json_text(&row.config)?,
+            json_text(&row.state)?,
+            json_text(&row.stats)?,
+        );
+        let sql = format!(
+            "INSERT INTO conversations ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, $11)"
+        );
+        let result = on_pool!(&self.inner.db, pool => sqlx::query(&sql)
+            .bind(row.id)
+            .bind(&row.title)
+            .bind(&tags)
+            .bind(&row.status)
+            .bind(&row.reason)
+            .bind(&config)
+            .bind(&state)
+            .bind(to_i64(row.state_event_id))
+            .bind(&stats)
+            .bind(to_micros(row.created_at))
+            .bind(to_micros(row.updated_at))
+            .execute(pool)
+            .await
+            .map(|_| ()));
+        match result {
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(row.id.to_string())),
+            other => Ok(other?),
+        }
+    }
+
+    pub async fn get(&self, id: Uuid) -> Result<Option<ConversationRow>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM conversations WHERE id = $1");
+        let record: Option<Record> = on_pool!(&self.inner.db, pool => sqlx::query_as(&sql)
+            .bind(id)
+            .fetch_optional(pool)
+            .await?);
+        record.map(Record::into_row).transpose()
+    }
+
+    /// One answer per id, in order; `None` for unknown ids.
+    pub async fn get_many(&self, ids: &[Uuid]) -> Result<Vec<Option<ConversationRow>>, StoreError> {
+        let mut found = HashMap::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM conversations WHERE id IN ({})",
+                placeholders(1, chunk.len())
+            );
+            let records: Vec<Record> = on_pool!(&self.inner.db, pool => {
+                let mut query = sqlx::query_as(&sql);
+                for id in chunk {
+                    query = query.bind(*id);
+                }
+                query.fetch_all(pool).await?
+            });
+            for record in records {
+                let row = record.into_row()?;
+                found.insert(row.id, row);
+            }
+        }
+        Ok(ids.iter().map(|id| found.get(id).cloned()).collect())
+    }
+
+    /// Stores every column but id, created_at and last_event_id; `NotFound` if the row is gone.
+    pub async fn update(&self, row: &ConversationRow) -> Result<(), StoreError> {
+        let (tags, config, state, stats) = (
+            json_text(&row.tags)?,
+            json_text(&row.config)?,
+            json_text(&row.state)?,
+            json_text(&row.stats)?,
+        );
+        let sql = "UPDATE conversations SET title = $2, tags = $3, status = $4, reason = $5, \
+                   config = $6, state = $7, state_event_id = $8, stats = $9, updated_at = $10 \
+                   WHERE id = $1";
+        let updated = on_pool!(&self.inner.db, pool => sqlx::query(sql)
+            .bind(row.id)
+            .bind(&row.title)
+            .bind(&tags)
+            .bind(&row.status)
+            .bind(&row.reason)
+            .bind(&config)
+            .bind(&state)
+            .bind(to_i64(row.state_event_id))
+            .bind(&stats)
+            .bind(to_micros(row.updated_at))
+            .execute(pool)
+            .await?
+            .rows_affected());
+        if updated == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// Deletes the conversation and its events (ON DELETE CASCADE); false if it did not exist.
+    pub async fn delete(&self, id: Uuid) -> Result<bool, StoreError> {
+        let deleted = on_pool!(&self.inner.db, pool => sqlx::query("DELETE FROM conversations WHERE id = $1")
+            .bind(id)
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(deleted > 0)
+    }
+
+    pub async fn search(&self, q: &ConversationQuery) -> Result<Page<ConversationRow>, StoreError> {
+        let (column, descending) = match q.sort {
+            SortOrder::CreatedAt => ("created_at", false),
+            SortOrder::CreatedAtDesc => ("created_at", true),
+            SortOrder::UpdatedAt => ("updated_at", false),
+            SortOrder::UpdatedAtDesc => ("updated_at", true),
+        };
+        let cursor = q
+            .page_id
+            .as_deref()
+            .map(|p| paging::conversation_cursor(p, q.sort))
+            .transpose()?;
+        let mut conditions = Vec::new();
+        let mut next = 1;
+        if q.status.is_some() {
+            conditions.push(format!("status = ${next}"));
+            next += 1;
+        }
+        if cursor.is_some() {
+            let op = if descending { "<" } else { ">" };
+            conditions.push(format!("({column}, id) {op} (${next}, ${})", next + 1));
+            next += 2;
+        }
+        let direction = if descending { "DESC" } else { "ASC" };
+        let sql = format!(
+            "SELECT {COLUMNS} FROM conversations {} ORDER BY {column} {direction}, id {direction} LIMIT ${next}",
+            where_clause(&conditions)
+        );
+        let limit = page_limit(q.limit);
+        let records: Vec<Record> = on_pool!(&self.inner.db, pool => {
+            let mut query = sqlx::query_as(&sql);
+            if let Some(status) = &q.status {
+                query = query.bind(status);
+            }
+            if let Some((micros, id)) = cursor {
+                query = query.bind(micros).bind(id);
+            }
+            query.bind(limit + 1).fetch_all(pool).await?
+        });
+        let mut items = records
+            .into_iter()
+            .map(Record::into_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_page_id = if items.len() as i64 > limit {
+            items.truncate(limit as usize);
+            items.last().map(|last| {
+                let key = match q.sort {
+                    SortOrder::CreatedAt | SortOrder::CreatedAtDesc => last.created_at,
+                    SortOrder::UpdatedAt | SortOrder::UpdatedAtDesc => last.updated_at,
+                };
+                paging::conversation_page(q.sort, to_micros(key), last.id)
+            })
+        } else {
+            None
+        };
+        Ok(Page {
+            items,
+            next_page_id,
+        })
+    }
+
+    pub async fn count(&self, status: Option<&str>) -> Result<u64, StoreError> {
+        let sql = match status {
+            Some(_) => "SELECT COUNT(*) FROM conversations WHERE status = $1",
+            None => "SELECT COUNT(*) FROM conversations",
+        };
+        let n: i64 = on_pool!(&self.inner.db, pool => {
+            let mut query = sqlx::query_scalar(sql);
+            if let Some(status) = status {
+                query = query.bind(status);
+            }
+            query.fetch_one(pool).await?
+        });
+        Ok(to_u64(n))
+    }
+
+    /// Conversations whose status is one of `statuses` (start-up recovery).
+    pub async fn ids_with_status(&self, statuses: &[&str]) -> Result<Vec<Uuid>, StoreError> {
+        if statuses.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT id FROM conversations WHERE status IN ({})",
+            placeholders(1, statuses.len())
+        );
+        Ok(on_pool!(&self.inner.db, pool => {
+            let mut query = sqlx::query_scalar(&sql);
+            for status in statuses {
+                query = query.bind(*status);
+            }
+            query.fetch_all(pool).await?
+        }))
+    }
+
+    /// Retention: deletes conversations in `statuses` last updated before `cutoff`, with
+    /// their events; returns how many.
+    pub async fn delete_older_than(
+        &self,
+        statuses: &[&str],
+        cutoff: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        if statuses.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "DELETE FROM conversations WHERE updated_at < $1 AND status IN ({})",
+            placeholders(2, statuses.len())
+        );
+        Ok(on_pool!(&self.inner.db, pool => {
+            let mut query = sqlx::query(&sql).bind(to_micros(cutoff));
+            for status in statuses {
+                query = query.bind(*status);
+            }
+            query.execute(pool).await?.rows_affected()
+        }))
+    }
+}
+
+pub(super) fn where_clause(conditions: &[String]) -> String {
+    if conditions.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", conditions.join(" AND "))
+    }
+}
