@@ -15,7 +15,9 @@ use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, 
 use crate::llm::{Llm, ModelRegistry, OpenAiClient};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
+use crate::conversations::Conversations;
 use crate::stateless::{ApprovalSigner, StatelessChat};
+use crate::store::{Store, StoreOptions};
 use crate::tools::{self, ToolRegistry, ToolsetStatus};
 
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +28,8 @@ pub enum StartupError {
     Prompt(#[from] crate::prompt::PromptError),
     #[error("cannot build the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    #[error("conversation store: {0}")]
+    Store(String),
     #[error("{0}")]
     Tls(String),
     #[error(transparent)]
@@ -131,6 +135,34 @@ pub fn stateless_chat(settings: &Settings, agent: Arc<Agent>) -> Arc<StatelessCh
         settings.approvals.token_ttl_secs,
     );
     Arc::new(StatelessChat::new(agent, signer))
+}
+
+/// The conversation store (migrated), and the conversations that were running when the server
+/// last stopped marked as such.
+async fn open_conversations(
+    settings: &Settings,
+    agent: Arc<Agent>,
+) -> Result<Arc<Conversations>, StartupError> {
+    let c = &settings.conversations;
+    let options = StoreOptions {
+        max_events_per_conversation: c.max_events_per_conversation,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(&c.database_url(), options)
+        .await
+        .map_err(|e| StartupError::Store(e.to_string()))?;
+    let conversations = Conversations::new(agent, store, c.max_running);
+    let recovered = conversations
+        .recover()
+        .await
+        .map_err(|e| StartupError::Store(e.to_string()))?;
+    if recovered > 0 {
+        tracing::warn!(
+            recovered,
+            "conversations that were running when the server stopped are now `error`; `run` continues them"
+        );
+    }
+    Ok(conversations)
 }
 
 /// Every file triage reads configuration or credentials from: its config file, the model list,
@@ -291,11 +323,13 @@ impl Application {
                 "model configured"
             );
         }
+        let conversations = open_conversations(&settings, agent.clone()).await?;
         let _ = crate::http::ops::metrics_handle();
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let secs = Duration::from_secs_f64;
         let state = AppState {
             chat: stateless_chat(&settings, agent.clone()),
+            conversations,
             agent,
             keepalive: (server.keepalive_interval_secs > 0.0)
                 .then(|| secs(server.keepalive_interval_secs)),
