@@ -18,6 +18,7 @@ mod cli;
 mod compaction;
 mod config_honesty;
 mod conversation;
+mod core_attacks;
 mod deltas;
 mod errors_and_exits;
 mod fake_llm_selftest;
