@@ -375,6 +375,30 @@ async fn decisions_for_nothing_fail_as_bad_input() {
 }
 
 #[tokio::test]
+async fn more_pending_calls_than_one_answer_makes_are_refused() {
+    let h = harness("", vec![Reply::Text("never asked".into())]);
+    let cap = h.agent.options.max_tool_calls_per_answer;
+    let pending = (0..=cap)
+        .map(|i| PendingCall {
+            message_index: 0,
+            call: crate::wire::ToolCall::new(format!("c{i}"), "echo".into(), "{}".into()),
+            waits_for: Waiting::Frontend {
+                arguments: Value::Null,
+            },
+        })
+        .collect();
+    let state = RunState {
+        pending,
+        ..RunState::default()
+    };
+    let Err(e) = h.agent.start(&RunConfig::default(), state, ask("go")) else {
+        panic!("{} pending calls were accepted", cap + 1)
+    };
+    assert_eq!(e.kind, RunErrorKind::BadInput);
+    assert!(e.message.contains("max_tool_calls_per_answer"), "{e}");
+}
+
+#[tokio::test]
 async fn an_invalid_structured_answer_gets_one_repair_round() {
     let h = harness(
         "",

@@ -30,6 +30,7 @@ impl Agent {
         input: Input,
     ) -> Result<Run, RunError> {
         let setup = Arc::new(self.compile(config)?);
+        self.check_pending(&state)?;
         let new_images = input.message.as_ref().map_or(&[][..], |m| &m.images[..]);
         self.options
             .images
@@ -81,6 +82,21 @@ impl Agent {
             live.into_state()
         };
         Ok(Run::new(Box::pin(driver), emit))
+    }
+
+    /// A run waits on at most the calls of one answer: a state claiming thousands was built
+    /// to be expensive (each is answered, and refused ones cost a lookup each), not saved
+    /// from a pause.
+    fn check_pending(&self, state: &RunState) -> Result<(), RunError> {
+        let cap = self.options.max_tool_calls_per_answer;
+        if state.pending.len() > cap {
+            return Err(RunError::bad_input(format!(
+                "The conversation has {} pending tool calls; one answer may ask for at most {cap} \
+                 (agent.max_tool_calls_per_answer)",
+                state.pending.len()
+            )));
+        }
+        Ok(())
     }
 
     async fn turn(

@@ -78,6 +78,7 @@ impl Assembler {
 
     pub fn finish(self) -> Completion {
         let non_empty = |s: String| (!s.is_empty()).then_some(s);
+        let mut seen = std::collections::HashSet::new();
         Completion {
             content: non_empty(self.content),
             reasoning: non_empty(self.reasoning),
@@ -86,7 +87,10 @@ impl Assembler {
                 .into_iter()
                 .filter(|c| !c.name.is_empty())
                 .map(|c| {
-                    let id = if c.id.is_empty() {
+                    // Results, decisions and approval tokens find a call by its id: a missing
+                    // or repeated one (some servers let the model write ids) gets a fresh id,
+                    // or the user could approve one call and another would be signed and run.
+                    let id = if c.id.is_empty() || !seen.insert(c.id.clone()) {
                         format!("call_{}", uuid::Uuid::new_v4().simple())
                     } else {
                         c.id
@@ -133,6 +137,17 @@ mod tests {
         assert_eq!(out.tool_calls.len(), 2);
         assert_eq!(out.tool_calls[1].function.arguments, "{\"q\":1}");
         assert_eq!(out.tool_calls[0].id, "a");
+    }
+
+    #[test]
+    fn repeated_ids_are_replaced() {
+        let mut a = Assembler::default();
+        a.push(call(Some(0), Some("a"), Some("x"), "{}")).unwrap();
+        a.push(call(Some(1), Some("a"), Some("y"), "{}")).unwrap();
+        let out = a.finish();
+        assert_eq!(out.tool_calls[0].id, "a");
+        assert_ne!(out.tool_calls[1].id, "a");
+        assert!(out.tool_calls[1].id.starts_with("call_"));
     }
 
     #[test]

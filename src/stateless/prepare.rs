@@ -32,6 +32,7 @@ pub(super) fn prepare(
     meta: RequestMeta,
 ) -> Result<Prepared, RunError> {
     let history = req.conversation_history.unwrap_or_default();
+    check_flag_placement(&history)?;
     if let Some(moved) = signer.moved_token(&history) {
         return Err(RunError::bad_input(moved));
     }
@@ -127,7 +128,7 @@ fn state_from_history(
             && history[i]
                 .tool_calls()
                 .iter()
-                .any(|c| c.pending_approval.is_some() || c.pending_frontend.is_some());
+                .any(|c| c.pending_approval == Some(true) || c.pending_frontend == Some(true));
         if !flagged {
             continue;
         }
@@ -196,6 +197,28 @@ fn refusal(signer: &ApprovalSigner, reason: TokenError) -> String {
         "Approval token validation failed ({reason:?}): {why}, so the tool was not \
          run. Call the tool again if it is still needed."
     )
+}
+
+/// A run pauses on the calls of its last reply, so flags belong to the last assistant message
+/// only. Refusing the rest keeps a resume to one digest of the history (each flagged message
+/// costs one: thousands would make a request quadratic) and leaves no earlier call, nor one
+/// sharing an id with a call elsewhere, to be resumed.
+fn check_flag_placement(history: &[Message]) -> Result<(), RunError> {
+    let last_assistant = history.iter().rposition(|m| m.is_role("assistant"));
+    let misplaced = history.iter().enumerate().find(|(i, m)| {
+        Some(*i) != last_assistant
+            && m.tool_calls()
+                .iter()
+                .any(|c| c.pending_approval == Some(true) || c.pending_frontend == Some(true))
+    });
+    match misplaced {
+        Some((i, _)) => Err(RunError::bad_input(format!(
+            "conversation_history[{i}] has a tool call flagged pending_approval or \
+             pending_frontend: only the last assistant message, the one the run paused on, \
+             may have pending calls"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// LLM calls since the last user message: one per assistant message.
