@@ -10,12 +10,12 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::agent::{Agent, AgentOptions, CompactionOptions, ImageLimits, SecretMasker};
 use crate::config::{ConfigError, Settings};
+use crate::conversations::Conversations;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
 use crate::llm::{Llm, ModelRegistry, OpenAiClient};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
-use crate::conversations::Conversations;
 use crate::stateless::{ApprovalSigner, StatelessChat};
 use crate::store::{Store, StoreOptions};
 use crate::tools::{self, ToolRegistry, ToolsetStatus};

@@ -154,14 +154,20 @@ impl Conversations {
         info_of(&row)
     }
 
-    pub async fn infos(&self, ids: &[Uuid]) -> Result<Vec<Option<ConversationInfo>>, ConversationError> {
+    pub async fn infos(
+        &self,
+        ids: &[Uuid],
+    ) -> Result<Vec<Option<ConversationInfo>>, ConversationError> {
         let rows = self.store.get_many(ids).await?;
         rows.iter()
             .map(|r| r.as_ref().map(info_of).transpose())
             .collect()
     }
 
-    pub async fn search(&self, q: &ConversationQuery) -> Result<ConversationPage, ConversationError> {
+    pub async fn search(
+        &self,
+        q: &ConversationQuery,
+    ) -> Result<ConversationPage, ConversationError> {
         let page = self.store.search(q).await?;
         Ok(ConversationPage {
             items: page.items.iter().map(info_of).collect::<Result<_, _>>()?,
@@ -212,7 +218,10 @@ impl Conversations {
     }
 
     fn row_lock(&self, id: Uuid) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.row_locks.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut locks = self
+            .row_locks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         locks.retain(|_, l| Arc::strong_count(l) > 1);
         locks.entry(id).or_default().clone()
     }

@@ -55,9 +55,7 @@ impl Conversations {
         let guard = lock.lock().await;
         let mut row = self.row(id).await?;
         if let Some(live) = self.live_run(id) {
-            self.store
-                .append(id, vec![user_event(&message)])
-                .await?;
+            self.store.append(id, vec![user_event(&message)]).await?;
             live.control.send(user);
             return Ok(());
         }
@@ -70,7 +68,8 @@ impl Conversations {
         }
         let config: StoredConfig = from_json(&row.config)?;
         let mut state: RunState = from_json(&row.state)?;
-        self.agent.add_user_message(&config.run, &mut state, &user)?;
+        self.agent
+            .add_user_message(&config.run, &mut state, &user)?;
         self.store.append(id, vec![user_event(&message)]).await?;
         row.state = to_json(&state)?;
         row.updated_at = Utc::now();
@@ -176,7 +175,11 @@ impl Conversations {
                 "the conversation waits for a confirmation: answer it first".into(),
             ));
         }
-        let running = self.live.lock().unwrap_or_else(PoisonError::into_inner).len();
+        let running = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
         if running >= self.max_running {
             return Err(ConversationError::Busy(format!(
                 "{running} conversations are running, the limit (conversations.max_running); retry shortly"
@@ -236,13 +239,14 @@ impl Conversations {
         let state = run.take_state().unwrap_or_default();
         let (status, reason) =
             end.unwrap_or(("error", Some("the run ended without a final event".into())));
-        let _ = tx.send(events::state_update(status, reason.as_deref()));
         drop(tx);
         let (last_seq, log_error) = match writer.await {
             Ok(Ok(seq)) => (seq, None),
             Ok(Err((seq, e))) => (seq, Some(e.to_string())),
             Err(e) => (0, Some(format!("the log writer stopped: {e}"))),
         };
+        let status = if log_error.is_some() { "error" } else { status };
+        let reason = log_error.or(reason);
         let lock = self.row_lock(id);
         let _guard = lock.lock().await;
         let Ok(Some(mut row)) = self.store.get(id).await else {
@@ -256,14 +260,20 @@ impl Conversations {
             cost: costs.total_cost,
             context_tokens,
         };
-        row.status = if log_error.is_some() { "error" } else { status }.into();
-        row.reason = log_error.or(reason);
+        row.status = status.into();
+        row.reason = reason.clone();
         row.state = to_json(&state).unwrap_or(row.state);
         row.state_event_id = last_seq.max(row.state_event_id);
         row.stats = to_json(&stats).unwrap_or(row.stats);
         row.updated_at = Utc::now();
+        // Saved before the state update is announced: whoever reads the conversation on
+        // seeing it finds the new state.
         if let Err(e) = self.store.update(&row).await {
             tracing::error!(conversation = %id, error = %e, "cannot save the conversation's state");
+        }
+        let update = events::state_update(status, reason.as_deref());
+        if let Err(e) = self.store.append(id, vec![update]).await {
+            tracing::error!(conversation = %id, error = %e, "cannot log the conversation's status");
         }
     }
 

@@ -49,7 +49,11 @@ pub async fn stream(
         }
     }
     if let Some(last) = headers.get("last-event-id") {
-        match last.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+        match last
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
             Some(n) => after = after.max(n),
             None => {
                 return ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID must be an event id")
@@ -61,10 +65,15 @@ pub async fn stream(
     match store.get(id).await {
         Ok(Some(_)) => {}
         Ok(None) => {
-            return ApiError::new(StatusCode::NOT_FOUND, format!("conversation {id} not found"))
-                .into_response();
+            return ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("conversation {id} not found"),
+            )
+            .into_response();
         }
-        Err(e) => return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(e) => {
+            return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
+        }
     }
     let keepalive = state.keepalive.unwrap_or(Duration::from_secs(15));
     let shutdown = state.shutdown.clone();

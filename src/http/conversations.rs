@@ -73,7 +73,10 @@ fn conversation_id(raw: &str) -> Result<Uuid, ApiError> {
     })
 }
 
-pub async fn create(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+pub async fn create(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let request: CreateConversation = match read_body(body).and_then(|b| parse_json(&b)) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
@@ -178,7 +181,9 @@ fn bad_query(message: String) -> ApiError {
 fn limit_of(value: &str) -> Result<u32, ApiError> {
     match value.parse::<u32>() {
         Ok(n) if (1..=100).contains(&n) => Ok(n),
-        _ => Err(bad_query(format!("limit '{value}': a number from 1 to 100"))),
+        _ => Err(bad_query(format!(
+            "limit '{value}': a number from 1 to 100"
+        ))),
     }
 }
 
@@ -231,7 +236,9 @@ pub async fn count(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Re
     for (key, value) in query_pairs(raw.as_deref()) {
         match key.as_str() {
             "status" => status = Some(value),
-            other => return bad_query(format!("unknown query parameter '{other}'")).into_response(),
+            other => {
+                return bad_query(format!("unknown query parameter '{other}'")).into_response();
+            }
         }
     }
     let counted = state.conversations.store().count(status.as_deref()).await;
@@ -326,7 +333,13 @@ pub async fn count_events(
     if let Err(e) = convs.info(id).await {
         return refused(e);
     }
-    answer(convs.store().count_events(id, &q).await.map_err(ConversationError::from))
+    answer(
+        convs
+            .store()
+            .count_events(id, &q)
+            .await
+            .map_err(ConversationError::from),
+    )
 }
 
 pub async fn event(

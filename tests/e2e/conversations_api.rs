@@ -82,7 +82,11 @@ async fn a_conversation_runs_in_the_background_and_its_log_replays() {
     .await;
     let frames = frames_until(&app, &id, None, state_is("finished")).await;
     let ids: Vec<u64> = frames.iter().map(|f| f.id).collect();
-    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "gap-free from 1");
+    assert_eq!(
+        ids,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "gap-free from 1"
+    );
     let names: Vec<&str> = frames.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names[0], "user_message");
     assert!(names.contains(&"ai_answer_end"), "{names:?}");
@@ -117,18 +121,28 @@ async fn a_conversation_runs_in_the_background_and_its_log_replays() {
     assert!(sent.iter().any(|m| m["content"] == "All pods are healthy."));
 
     let (status, page) = app
-        .get_json(&format!("/api/conversations/{id}/events/search?kind=ai_answer_end&limit=10"))
+        .get_json(&format!(
+            "/api/conversations/{id}/events/search?kind=ai_answer_end&limit=10"
+        ))
         .await;
     assert_eq!(status, 200);
     assert_eq!(page["items"].as_array().unwrap().len(), 2);
     let (_, count) = app
-        .get_json(&format!("/api/conversations/{id}/events/count?kind=user_message"))
+        .get_json(&format!(
+            "/api/conversations/{id}/events/count?kind=user_message"
+        ))
         .await;
     assert_eq!(count, 2);
     let (_, found) = app
         .get_json("/api/conversations/search?status=finished")
         .await;
-    assert!(found["items"].as_array().unwrap().iter().any(|c| c["id"] == id.as_str()));
+    assert!(
+        found["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == id.as_str())
+    );
 }
 
 #[tokio::test]
@@ -136,9 +150,14 @@ async fn a_risky_call_waits_for_confirmation_and_either_shape_answers_it() {
     let app = spawn_app().await;
     let dir = crate::helpers::tool_writable_dir("conversation-approval");
     let command = format!("touch {}/confirmed", dir.display());
-    app.llm.push(Step::tool("risky", "bash", json!({"command": command})));
+    app.llm
+        .push(Step::tool("risky", "bash", json!({"command": command})));
     app.llm.push(Step::text("Done."));
-    let id = create(&app, json!({"initial_message": {"content": "make the file"}})).await;
+    let id = create(
+        &app,
+        json!({"initial_message": {"content": "make the file"}}),
+    )
+    .await;
     frames_until(&app, &id, None, state_is("waiting_for_confirmation")).await;
     let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(info["pending_actions"][0]["tool_call_id"], "risky");
@@ -172,7 +191,11 @@ async fn an_interrupt_cuts_the_llm_call_and_leaves_the_conversation_paused() {
     app.llm.push(Step::HangAfterFirstChunk {
         first: "thinking".into(),
     });
-    let id = create(&app, json!({"initial_message": {"content": "think forever"}})).await;
+    let id = create(
+        &app,
+        json!({"initial_message": {"content": "think forever"}}),
+    )
+    .await;
     frames_until(&app, &id, None, state_is("running")).await;
     // Wait until the LLM call is in flight.
     for _ in 0..200 {
@@ -181,7 +204,12 @@ async fn an_interrupt_cuts_the_llm_call_and_leaves_the_conversation_paused() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let (status, _) = post(&app, &format!("/api/conversations/{id}/interrupt"), json!({})).await;
+    let (status, _) = post(
+        &app,
+        &format!("/api/conversations/{id}/interrupt"),
+        json!({}),
+    )
+    .await;
     assert_eq!(status, 200);
     let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(info["execution_status"], "paused");
@@ -220,11 +248,14 @@ async fn refusals_are_precise() {
     )
     .await;
     assert_eq!(status, 409);
-    let (status, _) = post(&app, &format!("/api/conversations/{id}/events"), json!({"content": " "})).await;
+    let (status, _) = post(
+        &app,
+        &format!("/api/conversations/{id}/events"),
+        json!({"content": " "}),
+    )
+    .await;
     assert_eq!(status, 400);
-    let (status, _) = app
-        .get_json("/api/conversations/search?limit=1000")
-        .await;
+    let (status, _) = app.get_json("/api/conversations/search?limit=1000").await;
     assert_eq!(status, 422);
     let resp = app
         .client

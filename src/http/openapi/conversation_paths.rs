@@ -57,7 +57,13 @@ fn common(mut responses: Value, with_id: bool) -> Value {
     responses
 }
 
-fn operation(id: &str, summary: &str, params: Vec<Value>, request: Option<Value>, responses: Value) -> Value {
+fn operation(
+    id: &str,
+    summary: &str,
+    params: Vec<Value>,
+    request: Option<Value>,
+    responses: Value,
+) -> Value {
     let mut op = json!({
         "tags": ["conversations"],
         "operationId": id,
@@ -74,20 +80,52 @@ fn operation(id: &str, summary: &str, params: Vec<Value>, request: Option<Value>
 pub(super) fn add(doc: &mut Value, s: &ConversationSchemas) {
     let page_params = || {
         vec![
-            query("page_id", json!({"type": "string"}), "The `next_page_id` of the previous page."),
-            query("limit", json!({"type": "integer", "minimum": 1, "maximum": 100}), "Items per page (default 100)."),
+            query(
+                "page_id",
+                json!({"type": "string"}),
+                "The `next_page_id` of the previous page.",
+            ),
+            query(
+                "limit",
+                json!({"type": "integer", "minimum": 1, "maximum": 100}),
+                "Items per page (default 100).",
+            ),
         ]
     };
     let event_params = || {
         let mut p = vec![id_param()];
         p.extend(page_params());
         p.extend([
-            query("kind", json!({"type": "string"}), "Only events of this kind."),
-            query("source", json!({"type": "string", "enum": ["user", "agent", "environment"]}), "Only events from this source."),
-            query("body", json!({"type": "string"}), "Only events whose payload contains this text."),
-            query("sort_order", json!({"type": "string", "enum": ["TIMESTAMP", "TIMESTAMP_DESC"]}), "Oldest or newest first."),
-            query("timestamp__gte", json!({"type": "string", "format": "date-time"}), "At or after."),
-            query("timestamp__lt", json!({"type": "string", "format": "date-time"}), "Before."),
+            query(
+                "kind",
+                json!({"type": "string"}),
+                "Only events of this kind.",
+            ),
+            query(
+                "source",
+                json!({"type": "string", "enum": ["user", "agent", "environment"]}),
+                "Only events from this source.",
+            ),
+            query(
+                "body",
+                json!({"type": "string"}),
+                "Only events whose payload contains this text.",
+            ),
+            query(
+                "sort_order",
+                json!({"type": "string", "enum": ["TIMESTAMP", "TIMESTAMP_DESC"]}),
+                "Oldest or newest first.",
+            ),
+            query(
+                "timestamp__gte",
+                json!({"type": "string", "format": "date-time"}),
+                "At or after.",
+            ),
+            query(
+                "timestamp__lt",
+                json!({"type": "string", "format": "date-time"}),
+                "Before.",
+            ),
         ]);
         p
     };
