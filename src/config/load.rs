@@ -134,6 +134,26 @@ impl Settings {
                 "`llm.max_concurrent_calls_per_model` must be at least 1".into(),
             ));
         }
+        if self.conversations.max_running == 0 {
+            return Err(ConfigError::Invalid(
+                "`conversations.max_running` must be at least 1".into(),
+            ));
+        }
+        if self.conversations.max_events_per_conversation == 0 {
+            return Err(ConfigError::Invalid(
+                "`conversations.max_events_per_conversation` must be at least 1".into(),
+            ));
+        }
+        if let Some(url) = &self.conversations.database_url
+            && !url.trim().is_empty()
+            && !["sqlite:", "postgres://", "postgresql://"]
+                .iter()
+                .any(|scheme| url.trim().starts_with(scheme))
+        {
+            return Err(ConfigError::Invalid(
+                "`conversations.database_url` must start with sqlite: or postgres://".into(),
+            ));
+        }
         if self.server.max_concurrent_requests == 0 {
             return Err(ConfigError::Invalid(
                 "`server.max_concurrent_requests` must be at least 1".into(),

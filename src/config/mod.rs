@@ -34,6 +34,8 @@ pub struct Settings {
     #[serde(default)]
     pub sandbox: crate::sandbox::SandboxSettings,
     #[serde(default)]
+    pub conversations: ConversationSettings,
+    #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
     /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
     #[serde(default)]
@@ -169,6 +171,65 @@ impl Default for ApprovalSettings {
             signing_key: None,
             token_ttl_secs: 3600,
         }
+    }
+}
+
+/// Server-side conversations (issue 14): where they are stored and their limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConversationSettings {
+    /// `sqlite://PATH` or `postgres://…`; unset: the SQLite file `triage.db` in `data_dir`.
+    pub database_url: Option<String>,
+    /// Unset: `$XDG_DATA_HOME/triage`, else `$HOME/.local/share/triage`, else `./triage-data`.
+    pub data_dir: Option<PathBuf>,
+    /// Finished conversations not updated for this many days are deleted; 0 keeps them.
+    pub retention_days: u32,
+    /// Conversations running at once; starting one more is refused (429).
+    pub max_running: usize,
+    /// Events one conversation may hold; appending beyond it fails with a clear error.
+    pub max_events_per_conversation: u64,
+}
+
+impl Default for ConversationSettings {
+    fn default() -> Self {
+        ConversationSettings {
+            database_url: None,
+            data_dir: None,
+            retention_days: 0,
+            max_running: 2000,
+            max_events_per_conversation: 100_000,
+        }
+    }
+}
+
+impl ConversationSettings {
+    /// The data directory: the setting, else the XDG base directory convention (the same
+    /// place for every run of one user, so `cargo run -- serve` finds its conversations
+    /// again), else a directory beside the working directory when there is no home.
+    pub fn data_dir(&self) -> PathBuf {
+        let non_empty = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
+        self.data_dir
+            .clone()
+            .or_else(|| non_empty("XDG_DATA_HOME").map(|d| PathBuf::from(d).join("triage")))
+            .or_else(|| non_empty("HOME").map(|h| PathBuf::from(h).join(".local/share/triage")))
+            .unwrap_or_else(|| PathBuf::from("triage-data"))
+    }
+
+    /// The database to open: `database_url`, else `sqlite://<data_dir>/triage.db`.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) if !url.trim().is_empty() => url.trim().to_owned(),
+            _ => format!("sqlite://{}", self.data_dir().join("triage.db").display()),
+        }
+    }
+
+    /// The password in `database_url`, if any: a secret to mask.
+    pub fn database_password(&self) -> Option<String> {
+        let url = url::Url::parse(self.database_url.as_deref()?).ok()?;
+        let password = url.password()?;
+        // As the database receives it: `%XX` escapes decoded.
+        let decoded = percent_encoding::percent_decode_str(password).decode_utf8_lossy();
+        Some(decoded.into_owned()).filter(|p| !p.is_empty())
     }
 }
 

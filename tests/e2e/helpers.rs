@@ -18,12 +18,22 @@ pub struct TestApp {
     pub llm: FakeLlm,
     pub client: reqwest::Client,
     server: tokio::task::JoinHandle<()>,
+    /// This app's own data directory (its conversation database), removed on drop.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.server.abort();
+        if let Some(dir) = &self.data_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
+}
+
+/// A fresh directory for one test app's conversation database: tests never write to $HOME.
+pub fn test_data_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("triage-e2e-data-{}", uuid::Uuid::new_v4().simple()))
 }
 
 /// One SSE event: its name and parsed data.
@@ -51,6 +61,7 @@ pub async fn spawn_app() -> TestApp {
 /// the fake LLM) plus `extra` TOML layered on top. `{LLM}` in `extra` becomes the fake's URL.
 pub async fn spawn_app_with(extra: &str) -> TestApp {
     let llm = FakeLlm::start().await;
+    let data_dir = test_data_dir();
     let base_toml = format!(
         r#"
 [server]
@@ -71,12 +82,17 @@ signing_key = "e2e-test-key"
 [models.fake]
 model = "openai/fake-model"
 api_base = "{url}"
+[conversations]
+database_url = "sqlite://{db}"
 "#,
-        url = llm.base_url()
+        url = llm.base_url(),
+        db = data_dir.join("triage.db").display()
     );
     let extra = extra.replace("{LLM}", &llm.base_url());
     let settings = Settings::from_toml_layers(&[&base_toml, &extra]).expect("test settings");
-    spawn_with_settings(settings, llm).await
+    let mut app = spawn_with_settings(settings, llm).await;
+    app.data_dir = Some(data_dir);
+    app
 }
 
 pub async fn spawn_with_settings(settings: Settings, llm: FakeLlm) -> TestApp {
@@ -90,6 +106,7 @@ pub async fn spawn_with_settings(settings: Settings, llm: FakeLlm) -> TestApp {
         llm,
         client: http_client(),
         server,
+        data_dir: None,
     }
 }
 
