@@ -57,6 +57,8 @@ enabled = false
 enabled = false
 [approvals]
 signing_key = "schemathesis"
+[conversations]
+database_url = "sqlite://$work/conversations.db"
 [models.fake]
 model = "openai/fake-model"
 api_base = "$llm_url"

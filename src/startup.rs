@@ -156,6 +156,24 @@ async fn open_conversations(
         .recover()
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
+    if c.retention_days > 0 {
+        let expiring = Arc::downgrade(&conversations);
+        let days = c.retention_days;
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(3600));
+            loop {
+                every.tick().await;
+                let Some(conversations) = expiring.upgrade() else {
+                    return;
+                };
+                match conversations.expire(days).await {
+                    Ok(0) => {}
+                    Ok(gone) => tracing::info!(gone, days, "expired conversations deleted"),
+                    Err(e) => tracing::warn!(error = %e, "deleting expired conversations failed"),
+                }
+            }
+        });
+    }
     if recovered > 0 {
         tracing::warn!(
             recovered,

@@ -65,6 +65,8 @@ pub(crate) struct StoredConfig {
 
 pub struct Conversations {
     agent: Arc<Agent>,
+    /// `agent.max_steps`, shown when a conversation sets no `max_iterations`.
+    default_steps: u32,
     store: Store,
     max_running: usize,
     /// Runs in progress on this replica.
@@ -78,6 +80,7 @@ const TAG_VALUE_MAX: usize = 256;
 impl Conversations {
     pub fn new(agent: Arc<Agent>, store: Store, max_running: usize) -> Arc<Conversations> {
         Arc::new(Conversations {
+            default_steps: agent.options.max_steps,
             agent,
             store,
             max_running,
@@ -151,7 +154,17 @@ impl Conversations {
 
     pub async fn info(&self, id: Uuid) -> Result<ConversationInfo, ConversationError> {
         let row = self.row(id).await?;
-        info_of(&row)
+        self.info_of(&row)
+    }
+
+    /// Deletes conversations that ended (finished, error, stuck) more than `days` ago.
+    pub async fn expire(&self, days: u32) -> Result<u64, ConversationError> {
+        let cutoff = Utc::now() - chrono::Duration::days(i64::from(days));
+        let gone = self
+            .store
+            .delete_older_than(&["finished", "error", "stuck"], cutoff)
+            .await?;
+        Ok(gone)
     }
 
     pub async fn infos(
@@ -160,7 +173,7 @@ impl Conversations {
     ) -> Result<Vec<Option<ConversationInfo>>, ConversationError> {
         let rows = self.store.get_many(ids).await?;
         rows.iter()
-            .map(|r| r.as_ref().map(info_of).transpose())
+            .map(|r| r.as_ref().map(|r| self.info_of(r)).transpose())
             .collect()
     }
 
@@ -170,7 +183,11 @@ impl Conversations {
     ) -> Result<ConversationPage, ConversationError> {
         let page = self.store.search(q).await?;
         Ok(ConversationPage {
-            items: page.items.iter().map(info_of).collect::<Result<_, _>>()?,
+            items: page
+                .items
+                .iter()
+                .map(|r| self.info_of(r))
+                .collect::<Result<_, _>>()?,
             next_page_id: page.next_page_id,
         })
     }
@@ -194,7 +211,7 @@ impl Conversations {
         }
         row.updated_at = Utc::now();
         self.store.update(&row).await?;
-        info_of(&row)
+        self.info_of(&row)
     }
 
     /// Stops a run first; the conversation and its events are gone afterwards.
@@ -267,45 +284,47 @@ pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
         .map_err(|e| ConversationError::Unavailable(format!("unreadable stored conversation: {e}")))
 }
 
-fn info_of(row: &ConversationRow) -> Result<ConversationInfo, ConversationError> {
-    let config: StoredConfig = from_json(&row.config)?;
-    let state: RunState = from_json(&row.state)?;
-    Ok(ConversationInfo {
-        id: row.id,
-        title: row.title.clone(),
-        tags: row.tags.clone(),
-        execution_status: row.status.clone(),
-        reason: row.reason.clone(),
-        model: config.run.model.clone(),
-        confirmation_policy: config.policy,
-        max_iterations: config.run.max_steps.unwrap_or(0),
-        stuck_detection: config.stuck_detection,
-        pending_actions: state
-            .pending
-            .iter()
-            .map(|p| match &p.waits_for {
-                Waiting::Approval {
-                    description,
-                    params,
-                } => PendingAction {
-                    tool_call_id: p.call.id.clone(),
-                    tool_name: p.call.function.name.clone(),
-                    arguments: params.clone(),
-                    waits_for: "approval".into(),
-                    description: Some(description.clone()),
-                },
-                Waiting::Frontend { arguments } => PendingAction {
-                    tool_call_id: p.call.id.clone(),
-                    tool_name: p.call.function.name.clone(),
-                    arguments: arguments.clone(),
-                    waits_for: "frontend_tool".into(),
-                    description: None,
-                },
-            })
-            .collect(),
-        stats: from_json(&row.stats).unwrap_or_default(),
-        last_event_id: row.last_event_id,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-    })
+impl Conversations {
+    fn info_of(&self, row: &ConversationRow) -> Result<ConversationInfo, ConversationError> {
+        let config: StoredConfig = from_json(&row.config)?;
+        let state: RunState = from_json(&row.state)?;
+        Ok(ConversationInfo {
+            id: row.id,
+            title: row.title.clone(),
+            tags: row.tags.clone(),
+            execution_status: row.status.clone(),
+            reason: row.reason.clone(),
+            model: config.run.model.clone(),
+            confirmation_policy: config.policy,
+            max_iterations: config.run.max_steps.unwrap_or(self.default_steps),
+            stuck_detection: config.stuck_detection,
+            pending_actions: state
+                .pending
+                .iter()
+                .map(|p| match &p.waits_for {
+                    Waiting::Approval {
+                        description,
+                        params,
+                    } => PendingAction {
+                        tool_call_id: p.call.id.clone(),
+                        tool_name: p.call.function.name.clone(),
+                        arguments: params.clone(),
+                        waits_for: "approval".into(),
+                        description: Some(description.clone()),
+                    },
+                    Waiting::Frontend { arguments } => PendingAction {
+                        tool_call_id: p.call.id.clone(),
+                        tool_name: p.call.function.name.clone(),
+                        arguments: arguments.clone(),
+                        waits_for: "frontend_tool".into(),
+                        description: None,
+                    },
+                })
+                .collect(),
+            stats: from_json(&row.stats).unwrap_or_default(),
+            last_event_id: row.last_event_id,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
 }

@@ -29,6 +29,7 @@ impl From<ConversationError> for ApiError {
                 StatusCode::CONFLICT
             }
             ConversationError::BadInput(_) => StatusCode::BAD_REQUEST,
+            ConversationError::Store(StoreError::InvalidPageId) => StatusCode::UNPROCESSABLE_ENTITY,
             ConversationError::TooLarge(_)
             | ConversationError::Store(StoreError::TooManyEvents { .. }) => {
                 StatusCode::PAYLOAD_TOO_LARGE

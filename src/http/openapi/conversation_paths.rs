@@ -138,6 +138,7 @@ pub(super) fn add(doc: &mut Value, s: &ConversationSchemas) {
                     "201": ok("The new conversation.", &s.info),
                     "400": error("An unknown model, invalid tags, frontend tools or response format."),
                     "409": error("The id is taken."),
+                    "413": error("Too many or too large images in `initial_message`."),
                     "429": error("`conversations.max_running` conversations are running (the message is stored; retry `run`)."),
                 }), false)),
             "get": operation("getConversations", "Several conversations by id (`null` for unknown ones)",
