@@ -80,10 +80,13 @@ for _ in range(300):
 sys.exit("schemathesis: triage did not become healthy")
 EOF
 
+# The conversation event stream never ends by design (it follows a live log): every example of
+# it would run into the request timeout. tests/e2e/conversations_api.rs drives it instead.
 checks=not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance,response_headers_conformance
 status=0
 (cd "$work" && timeout 600 "$OLDPWD/$st" run "$base/api/openapi.json" \
   --checks "$checks" \
+  --exclude-operation-id streamEvents \
   --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-50}" \
   --seed "${SCHEMATHESIS_SEED:-20240601}" \
   --workers 2 \

@@ -19,6 +19,7 @@ mod compaction;
 mod config_honesty;
 mod conversation;
 mod conversations_api;
+mod conversations_crash;
 mod core_attacks;
 mod deltas;
 mod errors_and_exits;
