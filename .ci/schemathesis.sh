@@ -80,6 +80,8 @@ for _ in range(300):
 sys.exit("schemathesis: triage did not become healthy")
 EOF
 
+# One worker: CPython 3.11.7's ast.parse, which hypothesis calls to describe its filters, races
+# across threads ("SystemError: AST constructor recursion depth mismatch", cpython gh-106905).
 # The conversation event stream never ends by design (it follows a live log): every example of
 # it would run into the request timeout. tests/e2e/conversations_api.rs drives it instead.
 checks=not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance,response_headers_conformance
@@ -89,7 +91,7 @@ status=0
   --exclude-operation-id streamEvents \
   --max-examples "${SCHEMATHESIS_MAX_EXAMPLES:-50}" \
   --seed "${SCHEMATHESIS_SEED:-20240601}" \
-  --workers 2 \
+  --workers 1 \
   --request-timeout 60 \
   --generation-database none \
   --no-color \

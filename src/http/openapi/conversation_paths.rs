@@ -46,6 +46,9 @@ fn query(name: &str, schema: Value, description: &str) -> Value {
 
 /// Every conversation route answers these besides its own statuses.
 fn common(mut responses: Value, with_id: bool) -> Value {
+    if responses.get("400").is_none() {
+        responses["400"] = error("Malformed JSON, or an empty body where one is required.");
+    }
     responses["401"] = json!({"$ref": "#/components/responses/Unauthorized"});
     responses["403"] = error("Refused for a browser (see `/api/chat`).");
     responses["422"] = error("A malformed id, body or query parameter; `detail` says which.");
