@@ -1,6 +1,6 @@
 //! The conversation store's append rate (issue 14's target: ≥ 20,000 events/s with group
 //! commit). 1, 16 and 256 tasks each append one event at a time to a conversation of their
-//! own, for a few seconds, on SQLite (a temp file) and, when `TRIAGE_TEST_POSTGRES_URL` is set,
+//! own, for a few seconds, on SQLite (a temp file) and, when `POSTGRES_TEST_URL` is set,
 //! on a fresh database of that PostgreSQL server.
 //!
 //! `cargo bench --bench store` (about 20 s per backend); `-- --secs N` changes each phase's length.
@@ -32,7 +32,7 @@ fn main() {
             run("SQLite", &url, concurrency, secs).await;
             let _ = std::fs::remove_dir_all(dir);
         }
-        match std::env::var("TRIAGE_TEST_POSTGRES_URL") {
+        match std::env::var("POSTGRES_TEST_URL") {
             Ok(admin) => {
                 for concurrency in CONCURRENCY {
                     let (url, name) = fresh_database(&admin).await;
@@ -40,7 +40,7 @@ fn main() {
                     drop_database(&admin, &name).await;
                 }
             }
-            Err(_) => println!("(PostgreSQL skipped: TRIAGE_TEST_POSTGRES_URL is not set)"),
+            Err(_) => println!("(PostgreSQL skipped: POSTGRES_TEST_URL is not set)"),
         }
     });
 }
@@ -113,7 +113,7 @@ async fn fresh_database(admin: &str) -> (String, String) {
     let name = format!("triage_bench_{}", Uuid::new_v4().simple());
     let mut conn = sqlx::PgConnection::connect(admin)
         .await
-        .expect("connect to TRIAGE_TEST_POSTGRES_URL");
+        .expect("connect to POSTGRES_TEST_URL");
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut conn)
         .await

@@ -61,7 +61,8 @@ impl RunControl {
         self.inner.pause.load(Ordering::SeqCst)
     }
 
-    pub(super) fn take_messages(&self) -> Vec<UserMessage> {
+    /// Messages not taken yet: a run that ended before its next step leaves them here.
+    pub fn take_messages(&self) -> Vec<UserMessage> {
         self.lock().drain(..).collect()
     }
 

@@ -222,7 +222,7 @@ impl Conversations {
     /// is queued, so the run never waits for a commit; its end is saved with its state.
     async fn drive(&self, id: Uuid, mut run: Run, control: RunControl) {
         let (tx, rx) = mpsc::unbounded_channel::<NewEvent>();
-        let writer = tokio::spawn(write_log(self.store.clone(), id, rx, control));
+        let writer = tokio::spawn(write_log(self.store.clone(), id, rx, control.clone()));
         let mut end = None;
         let mut context_tokens = 0;
         while let Some(event) = run.next().await {
@@ -236,7 +236,7 @@ impl Conversations {
                 let _ = tx.send(stored);
             }
         }
-        let state = run.take_state().unwrap_or_default();
+        let mut state = run.take_state().unwrap_or_default();
         let (status, reason) =
             end.unwrap_or(("error", Some("the run ended without a final event".into())));
         drop(tx);
@@ -252,6 +252,20 @@ impl Conversations {
         let Ok(Some(mut row)) = self.store.get(id).await else {
             return; // deleted meanwhile
         };
+        // A message sent while the run was ending is kept for the next run, not lost.
+        let late = control.take_messages();
+        if !late.is_empty()
+            && let Ok(config) = from_json::<StoredConfig>(&row.config)
+        {
+            for message in late {
+                if let Err(e) = self
+                    .agent
+                    .add_user_message(&config.run, &mut state, &message)
+                {
+                    tracing::warn!(conversation = %id, error = %e, "a late message could not be kept");
+                }
+            }
+        }
         let (calls, costs) = state.usage.totals();
         let stats = Stats {
             llm_calls: calls,

@@ -1,5 +1,5 @@
 //! The store's contract, each test on SQLite (a temp file) and on PostgreSQL (a fresh database
-//! per test) when `TRIAGE_TEST_POSTGRES_URL` names a server (`.ci/run` starts one).
+//! per test) when `POSTGRES_TEST_URL` names a server (`.ci/run` starts one).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,7 +30,7 @@ enum Cleanup {
     Database { admin_url: String, name: String },
 }
 
-const POSTGRES_VAR: &str = "TRIAGE_TEST_POSTGRES_URL";
+const POSTGRES_VAR: &str = "POSTGRES_TEST_URL";
 
 async fn fixture(kind: Kind, options: StoreOptions) -> Option<Fixture> {
     let (url, cleanup) = match kind {
@@ -48,7 +48,7 @@ async fn fixture(kind: Kind, options: StoreOptions) -> Option<Fixture> {
             let name = format!("triage_test_{}", Uuid::new_v4().simple());
             let mut admin = sqlx::PgConnection::connect(&admin_url)
                 .await
-                .expect("connect to TRIAGE_TEST_POSTGRES_URL");
+                .expect("connect to POSTGRES_TEST_URL");
             sqlx::query(&format!("CREATE DATABASE {name}"))
                 .execute(&mut admin)
                 .await
