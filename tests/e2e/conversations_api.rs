@@ -72,7 +72,11 @@ fn state_is(status: &'static str) -> impl Fn(&Frame) -> bool {
 
 #[tokio::test]
 async fn a_conversation_runs_in_the_background_and_its_log_replays() {
-    let app = spawn_app().await;
+    lifecycle(&spawn_app().await).await;
+}
+
+/// Create, run, follow, replay, follow up, search: on any store.
+pub(crate) async fn lifecycle(app: &TestApp) {
     app.llm.push(Step::text("All pods are healthy."));
     let id = create(
         &app,
@@ -147,7 +151,10 @@ async fn a_conversation_runs_in_the_background_and_its_log_replays() {
 
 #[tokio::test]
 async fn a_risky_call_waits_for_confirmation_and_either_shape_answers_it() {
-    let app = spawn_app().await;
+    approval_flow(&spawn_app().await).await;
+}
+
+pub(crate) async fn approval_flow(app: &TestApp) {
     let dir = crate::helpers::tool_writable_dir("conversation-approval");
     let command = format!("touch {}/confirmed", dir.display());
     app.llm

@@ -95,7 +95,14 @@ database_url = "sqlite://{db}"
     app
 }
 
-pub async fn spawn_with_settings(settings: Settings, llm: FakeLlm) -> TestApp {
+pub async fn spawn_with_settings(mut settings: Settings, llm: FakeLlm) -> TestApp {
+    // Settings a test built itself keep their conversations in a temp dir too.
+    let c = &mut settings.conversations;
+    let own_dir = (c.database_url.is_none() && c.data_dir.is_none()).then(|| {
+        let dir = test_data_dir();
+        c.data_dir = Some(dir.clone());
+        dir
+    });
     let app = Application::build(settings).await.expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
     let server = tokio::spawn(async move {
@@ -106,7 +113,7 @@ pub async fn spawn_with_settings(settings: Settings, llm: FakeLlm) -> TestApp {
         llm,
         client: http_client(),
         server,
-        data_dir: None,
+        data_dir: own_dir,
     }
 }
 

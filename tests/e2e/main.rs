@@ -20,6 +20,7 @@ mod config_honesty;
 mod conversation;
 mod conversations_api;
 mod conversations_crash;
+mod conversations_pg;
 mod core_attacks;
 mod deltas;
 mod errors_and_exits;
