@@ -163,6 +163,26 @@ pub struct StoredEventView {
     pub payload: Value,
 }
 
+/// `POST …/{id}/confirmation_policy`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyUpdate {
+    pub policy: ConfirmationPolicy,
+}
+
+/// `POST …/{id}/secrets`: values masked from now on (never returned).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsUpdate {
+    pub secrets: BTreeMap<String, String>,
+}
+
+/// `GET …/{id}/agent_final_response`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FinalResponse {
+    pub response: String,
+}
+
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Success {
     pub success: bool,

@@ -7,6 +7,7 @@
 pub mod api;
 mod events;
 mod runs;
+mod settings;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,7 +16,7 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::agent::{Agent, ApprovalMode, RunConfig, RunError, RunErrorKind, RunState, Waiting};
+use crate::agent::{Agent, RunConfig, RunError, RunErrorKind, RunState, Waiting};
 use crate::store::{ConversationQuery, ConversationRow, Store, StoreError};
 use api::{
     ConfirmationPolicy, ConversationInfo, ConversationPage, CreateConversation, PendingAction,
@@ -106,11 +107,7 @@ impl Conversations {
             behavior_controls: req.behavior_controls,
             response_format: req.response_format,
             frontend_tools: req.frontend_tools.unwrap_or_default(),
-            approvals: match policy {
-                ConfirmationPolicy::NeverConfirm => ApprovalMode::Refuse,
-                ConfirmationPolicy::ConfirmRisky => ApprovalMode::Pause,
-                ConfirmationPolicy::AlwaysConfirm => ApprovalMode::Always,
-            },
+            approvals: settings::approval_mode(policy),
             can_pause: true,
             text_deltas: false,
             max_steps: req.max_iterations,

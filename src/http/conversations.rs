@@ -14,8 +14,8 @@ use super::body::{parse_json, read_body};
 use super::{ApiError, AppState};
 use crate::conversations::ConversationError;
 use crate::conversations::api::{
-    ConfirmationResponse, CreateConversation, EventPage, SendMessage, StoredEventView, Success,
-    UpdateConversation,
+    ConfirmationResponse, CreateConversation, EventPage, FinalResponse, PolicyUpdate,
+    SecretsUpdate, SendMessage, StoredEventView, Success, UpdateConversation,
 };
 use crate::store::{ConversationQuery, EventQuery, SortOrder, StoreError};
 
@@ -164,6 +164,49 @@ pub async fn respond(
     });
     match parsed {
         Ok((id, req)) => done(state.conversations.respond(id, req).await),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn set_policy(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let parsed = conversation_id(&id).and_then(|id| {
+        let req: PolicyUpdate = read_body(body).and_then(|b| parse_json(&b))?;
+        Ok((id, req))
+    });
+    match parsed {
+        Ok((id, req)) => done(state.conversations.set_policy(id, req.policy).await),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn add_secrets(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let parsed = conversation_id(&id).and_then(|id| {
+        let req: SecretsUpdate = read_body(body).and_then(|b| parse_json(&b))?;
+        Ok((id, req))
+    });
+    match parsed {
+        Ok((id, req)) => done(state.conversations.add_secrets(id, req.secrets).await),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn final_response(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match conversation_id(&id) {
+        Ok(id) => answer(
+            state
+                .conversations
+                .final_response(id)
+                .await
+                .map(|response| FinalResponse { response }),
+        ),
         Err(e) => e.into_response(),
     }
 }

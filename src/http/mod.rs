@@ -85,6 +85,18 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/conversations/{id}/events", post(conversations::send))
         .route("/api/conversations/{id}/run", post(conversations::run))
+        .route(
+            "/api/conversations/{id}/confirmation_policy",
+            post(conversations::set_policy),
+        )
+        .route(
+            "/api/conversations/{id}/secrets",
+            post(conversations::add_secrets),
+        )
+        .route(
+            "/api/conversations/{id}/agent_final_response",
+            get(conversations::final_response),
+        )
         .route("/api/conversations/{id}/pause", post(conversations::pause))
         .route(
             "/api/conversations/{id}/interrupt",

@@ -79,12 +79,12 @@ async fn a_conversation_runs_in_the_background_and_its_log_replays() {
 pub(crate) async fn lifecycle(app: &TestApp) {
     app.llm.push(Step::text("All pods are healthy."));
     let id = create(
-        &app,
+        app,
         json!({"title": "pods", "tags": {"team": "sre"},
                "initial_message": {"content": "Are my pods healthy?"}}),
     )
     .await;
-    let frames = frames_until(&app, &id, None, state_is("finished")).await;
+    let frames = frames_until(app, &id, None, state_is("finished")).await;
     let ids: Vec<u64> = frames.iter().map(|f| f.id).collect();
     assert_eq!(
         ids,
@@ -107,20 +107,20 @@ pub(crate) async fn lifecycle(app: &TestApp) {
 
     // A reconnect with Last-Event-ID gets exactly what came after, then waits for more.
     let mid = ids[ids.len() / 2];
-    let replay = frames_until(&app, &id, Some(mid), state_is("finished")).await;
+    let replay = frames_until(app, &id, Some(mid), state_is("finished")).await;
     assert_eq!(replay[0].id, mid + 1);
     assert_eq!(replay.last().unwrap().id, *ids.last().unwrap());
 
     // A follow-up continues the same conversation: the LLM sees the first exchange.
     app.llm.push(Step::text("Still healthy."));
     let (status, _) = post(
-        &app,
+        app,
         &format!("/api/conversations/{id}/events"),
         json!({"content": "And now?", "run": true}),
     )
     .await;
     assert_eq!(status, 200);
-    frames_until(&app, &id, Some(*ids.last().unwrap()), state_is("finished")).await;
+    frames_until(app, &id, Some(*ids.last().unwrap()), state_is("finished")).await;
     let sent = app.llm_messages(1);
     assert!(sent.iter().any(|m| m["content"] == "All pods are healthy."));
 
@@ -137,6 +137,27 @@ pub(crate) async fn lifecycle(app: &TestApp) {
         ))
         .await;
     assert_eq!(count, 2);
+    let (_, last) = app
+        .get_json(&format!("/api/conversations/{id}/agent_final_response"))
+        .await;
+    assert_eq!(last["response"], "Still healthy.");
+    let (status, _) = post(
+        app,
+        &format!("/api/conversations/{id}/confirmation_policy"),
+        json!({"policy": {"kind": "AlwaysConfirm"}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = post(
+        app,
+        &format!("/api/conversations/{id}/secrets"),
+        json!({"secrets": {"DB_PASSWORD": "hunter2-very-secret"}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(info["confirmation_policy"]["kind"], "AlwaysConfirm");
+    assert!(!info.to_string().contains("hunter2-very-secret"));
     let (_, found) = app
         .get_json("/api/conversations/search?status=finished")
         .await;
@@ -161,30 +182,30 @@ pub(crate) async fn approval_flow(app: &TestApp) {
         .push(Step::tool("risky", "bash", json!({"command": command})));
     app.llm.push(Step::text("Done."));
     let id = create(
-        &app,
+        app,
         json!({"initial_message": {"content": "make the file"}}),
     )
     .await;
-    frames_until(&app, &id, None, state_is("waiting_for_confirmation")).await;
+    frames_until(app, &id, None, state_is("waiting_for_confirmation")).await;
     let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(info["pending_actions"][0]["tool_call_id"], "risky");
     assert_eq!(info["pending_actions"][0]["waits_for"], "approval");
     assert!(!dir.join("confirmed").exists());
     // Nothing runs or is sent while a confirmation is due.
-    let (status, _) = post(&app, &format!("/api/conversations/{id}/run"), json!({})).await;
+    let (status, _) = post(app, &format!("/api/conversations/{id}/run"), json!({})).await;
     assert_eq!(status, 409);
 
     let (status, body) = post(
-        &app,
+        app,
         &format!("/api/conversations/{id}/events/respond_to_confirmation"),
         json!({"accept": true}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    frames_until(&app, &id, None, state_is("finished")).await;
+    frames_until(app, &id, None, state_is("finished")).await;
     assert!(dir.join("confirmed").exists());
     let (status, _) = post(
-        &app,
+        app,
         &format!("/api/conversations/{id}/events/respond_to_confirmation"),
         json!({"tool_decisions": [{"tool_call_id": "risky", "approved": true}]}),
     )

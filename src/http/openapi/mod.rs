@@ -135,6 +135,8 @@ fn build() -> Value {
         "update": schema::<api::UpdateConversation>(&mut input),
         "send": schema::<api::SendMessage>(&mut input),
         "confirmation": schema::<api::ConfirmationResponse>(&mut input),
+        "policy": schema::<api::PolicyUpdate>(&mut input),
+        "secrets": schema::<api::SecretsUpdate>(&mut input),
     });
     // Responses: what serde writes (a field is required when it is always sent).
     let mut output = generator(Contract::Serialize);
@@ -151,6 +153,7 @@ fn build() -> Value {
         "EventPage": schema::<api::EventPage>(&mut output),
         "StoredEventView": schema::<api::StoredEventView>(&mut output),
         "Success": schema::<api::Success>(&mut output),
+        "FinalResponse": schema::<api::FinalResponse>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);
@@ -198,6 +201,9 @@ fn build() -> Value {
         update: i("update"),
         send: i("send"),
         confirmation: i("confirmation"),
+        policy: i("policy"),
+        secrets: i("secrets"),
+        final_response: r("FinalResponse"),
         info: r("ConversationInfo"),
         page: r("ConversationPage"),
         events: r("EventPage"),
