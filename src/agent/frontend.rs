@@ -33,18 +33,7 @@ impl FrontendTool {
             return Err("the arguments must be a JSON object".into());
         }
         if let Some(validator) = &self.validator {
-            let errors: Vec<String> = validator
-                .iter_errors(&value)
-                .take(10)
-                .map(|e| {
-                    let path = e.instance_path().to_string();
-                    if path.is_empty() {
-                        format!("(root): {e}")
-                    } else {
-                        format!("{path}: {e}")
-                    }
-                })
-                .collect();
+            let errors = super::structured::violations(validator, &value, 10);
             if !errors.is_empty() {
                 return Err(format!(
                     "the arguments do not match the tool's parameters schema: {}",

@@ -29,6 +29,20 @@ pub struct Decision {
     pub verdict: Verdict,
 }
 
+impl Decision {
+    /// The user's yes or no on a call, with the reason given for a no.
+    pub fn from_user(call_id: String, approved: bool, feedback: Option<String>) -> Decision {
+        Decision {
+            call_id,
+            verdict: if approved {
+                Verdict::Approved
+            } else {
+                Verdict::Denied { feedback }
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum Verdict {
     Approved,

@@ -52,18 +52,7 @@ impl FormatCheck {
             None if value.is_object() => Ok(text.to_owned()),
             None => Err(vec!["the answer must be a JSON object".into()]),
             Some(v) => {
-                let errors: Vec<String> = v
-                    .iter_errors(&value)
-                    .take(20)
-                    .map(|e| {
-                        let path = e.instance_path().to_string();
-                        if path.is_empty() {
-                            format!("(root): {e}")
-                        } else {
-                            format!("{path}: {e}")
-                        }
-                    })
-                    .collect();
+                let errors = violations(v, &value, 20);
                 if errors.is_empty() {
                     Ok(text.to_owned())
                 } else {
@@ -72,6 +61,22 @@ impl FormatCheck {
             }
         }
     }
+}
+
+/// A schema's complaints about a value, each with the path it concerns, at most `max`.
+pub fn violations(validator: &jsonschema::Validator, value: &Value, max: usize) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(max)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                format!("(root): {e}")
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect()
 }
 
 /// The instruction sent back to the model when its answer does not validate.

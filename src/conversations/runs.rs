@@ -15,7 +15,7 @@ use super::events::{self, USER};
 use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
 use crate::agent::{
     AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason,
-    UserMessage, Verdict, missing_results,
+    UserMessage, missing_results,
 };
 use crate::store::{EventQuery, NewEvent, Store, StoreError};
 
@@ -120,29 +120,17 @@ impl Conversations {
         let mut input = Input::default();
         if let Some(accept) = response.accept {
             for p in state.pending.iter().filter(|p| p.is_approval()) {
-                input.decisions.push(Decision {
-                    call_id: p.call.id.clone(),
-                    verdict: if accept {
-                        Verdict::Approved
-                    } else {
-                        Verdict::Denied {
-                            feedback: response.reason.clone(),
-                        }
-                    },
-                });
+                input.decisions.push(Decision::from_user(
+                    p.call.id.clone(),
+                    accept,
+                    response.reason.clone(),
+                ));
             }
         }
         for d in response.tool_decisions.unwrap_or_default() {
-            input.decisions.push(Decision {
-                call_id: d.tool_call_id,
-                verdict: if d.approved {
-                    Verdict::Approved
-                } else {
-                    Verdict::Denied {
-                        feedback: d.feedback,
-                    }
-                },
-            });
+            input
+                .decisions
+                .push(Decision::from_user(d.tool_call_id, d.approved, d.feedback));
         }
         input.frontend_results = response
             .frontend_tool_results

@@ -74,6 +74,15 @@ fn conversation_id(raw: &str) -> Result<Uuid, ApiError> {
     })
 }
 
+/// A conversation id from the path and a JSON body, or the error that refuses them.
+fn id_and_body<T: serde::de::DeserializeOwned>(
+    id: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Uuid, T), ApiError> {
+    let id = conversation_id(id)?;
+    Ok((id, read_body(body).and_then(|b| parse_json(&b))?))
+}
+
 pub async fn create(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
@@ -100,11 +109,7 @@ pub async fn update(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let parsed = conversation_id(&id).and_then(|id| {
-        let req: UpdateConversation = read_body(body).and_then(|b| parse_json(&b))?;
-        Ok((id, req))
-    });
-    match parsed {
+    match id_and_body::<UpdateConversation>(&id, body) {
         Ok((id, req)) => answer(state.conversations.update(id, req).await),
         Err(e) => e.into_response(),
     }
@@ -122,11 +127,7 @@ pub async fn send(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let parsed = conversation_id(&id).and_then(|id| {
-        let req: SendMessage = read_body(body).and_then(|b| parse_json(&b))?;
-        Ok((id, req))
-    });
-    match parsed {
+    match id_and_body::<SendMessage>(&id, body) {
         Ok((id, req)) => done(state.conversations.send_message(id, req).await),
         Err(e) => e.into_response(),
     }
@@ -158,11 +159,7 @@ pub async fn respond(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let parsed = conversation_id(&id).and_then(|id| {
-        let req: ConfirmationResponse = read_body(body).and_then(|b| parse_json(&b))?;
-        Ok((id, req))
-    });
-    match parsed {
+    match id_and_body::<ConfirmationResponse>(&id, body) {
         Ok((id, req)) => done(state.conversations.respond(id, req).await),
         Err(e) => e.into_response(),
     }
@@ -173,11 +170,7 @@ pub async fn set_policy(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let parsed = conversation_id(&id).and_then(|id| {
-        let req: PolicyUpdate = read_body(body).and_then(|b| parse_json(&b))?;
-        Ok((id, req))
-    });
-    match parsed {
+    match id_and_body::<PolicyUpdate>(&id, body) {
         Ok((id, req)) => done(state.conversations.set_policy(id, req.policy).await),
         Err(e) => e.into_response(),
     }
@@ -188,11 +181,7 @@ pub async fn add_secrets(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let parsed = conversation_id(&id).and_then(|id| {
-        let req: SecretsUpdate = read_body(body).and_then(|b| parse_json(&b))?;
-        Ok((id, req))
-    });
-    match parsed {
+    match id_and_body::<SecretsUpdate>(&id, body) {
         Ok((id, req)) => done(state.conversations.add_secrets(id, req.secrets).await),
         Err(e) => e.into_response(),
     }

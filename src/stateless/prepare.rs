@@ -65,16 +65,11 @@ pub(super) fn prepare(
         // A resume continues the user's turn: its steps count against the same budget.
         state.steps = steps_of_last_turn(&state.messages);
     }
-    decisions.extend(client_decisions.into_iter().map(|d| Decision {
-        call_id: d.tool_call_id,
-        verdict: if d.approved {
-            Verdict::Approved
-        } else {
-            Verdict::Denied {
-                feedback: d.feedback,
-            }
-        },
-    }));
+    decisions.extend(
+        client_decisions
+            .into_iter()
+            .map(|d| Decision::from_user(d.tool_call_id, d.approved, d.feedback)),
+    );
     let config = RunConfig {
         model: req.model,
         additional_system_prompt: req.additional_system_prompt,
