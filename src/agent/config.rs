@@ -37,6 +37,9 @@ pub struct RunConfig {
     /// Values masked as `<secret-hidden>` in everything this run reports (beside the server's).
     #[serde(default)]
     pub secrets: Vec<String>,
+    /// Stop a run that repeats itself (`agent/stuck.rs`), after one nudge.
+    #[serde(default)]
+    pub stuck_detection: bool,
 }
 
 /// What happens to a call whose tool asks for approval.

@@ -58,6 +58,8 @@ pub enum StopReason {
     Paused,
     /// Interrupted mid-step; these calls were cut and got an error result.
     Interrupted { cut: Vec<String> },
+    /// The run repeated itself: which pattern (a new user message continues).
+    Stuck { pattern: String },
 }
 
 impl AgentEvent {

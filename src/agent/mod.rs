@@ -24,6 +24,7 @@ mod settle;
 mod setup;
 mod state;
 mod structured;
+mod stuck;
 mod turn;
 mod usage;
 

@@ -38,6 +38,7 @@ pub struct RunSetup {
     pub text_deltas: bool,
     pub tool_budget: ToolBudget,
     pub max_steps: u32,
+    pub stuck_detection: bool,
 }
 
 impl Agent {
@@ -78,6 +79,7 @@ impl Agent {
             masker: super::SecretMasker::new(config.secrets.iter().cloned()),
             text_deltas: config.text_deltas,
             max_steps: config.max_steps.unwrap_or(self.options.max_steps).max(1),
+            stuck_detection: config.stuck_detection,
         })
     }
 

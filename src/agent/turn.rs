@@ -122,6 +122,23 @@ impl Agent {
             if control.pause_requested() {
                 return Ok(AgentEvent::Stopped(StopReason::Paused));
             }
+            if s.stuck_detection {
+                match super::stuck::assess(live.conv.messages()) {
+                    super::stuck::Assessment::Fine => {}
+                    super::stuck::Assessment::Nudge(text) => {
+                        // Once: a nudge already given is the last message until the model acts.
+                        let nudged = live.conv.messages().last().is_some_and(|m| {
+                            m.name.as_deref() == Some(super::stuck::NUDGE_NAME)
+                        });
+                        if !nudged {
+                            live.push(super::stuck::nudge_message(text));
+                        }
+                    }
+                    super::stuck::Assessment::Stuck(pattern) => {
+                        return Ok(AgentEvent::Stopped(StopReason::Stuck { pattern }));
+                    }
+                }
+            }
             let step = live.state.steps + 1;
             self.compact_if_needed(s, live).await?;
             let last_step = step >= s.max_steps;

@@ -91,6 +91,9 @@ pub fn stored(event: AgentEvent) -> Option<NewEvent> {
             new_event("interrupted", ENVIRONMENT, json!({"cut_tool_calls": cut}))
         }
         AgentEvent::Stopped(StopReason::Paused) => new_event("paused", ENVIRONMENT, json!({})),
+        AgentEvent::Stopped(StopReason::Stuck { pattern }) => {
+            new_event("stuck", ENVIRONMENT, json!({"pattern": pattern}))
+        }
         _ => return None,
     })
 }

@@ -112,13 +112,14 @@ impl Conversations {
             text_deltas: false,
             max_steps: req.max_iterations,
             secrets: req.secrets.unwrap_or_default().into_values().collect(),
+            stuck_detection: req.stuck_detection.unwrap_or(true),
         };
         // Refuse a config no run could use now, not at the first run.
         self.agent.compile(&run)?;
         let config = StoredConfig {
+            stuck_detection: run.stuck_detection,
             run,
             policy,
-            stuck_detection: req.stuck_detection.unwrap_or(true),
         };
         let now = Utc::now();
         let row = ConversationRow {

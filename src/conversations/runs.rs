@@ -352,6 +352,7 @@ fn status_of(event: &AgentEvent) -> (&'static str, Option<String>) {
         AgentEvent::Stopped(StopReason::Interrupted { .. }) => {
             ("paused", Some("interrupted".into()))
         }
+        AgentEvent::Stopped(StopReason::Stuck { pattern }) => ("stuck", Some(pattern.clone())),
         _ => ("error", None),
     }
 }

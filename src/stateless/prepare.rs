@@ -85,6 +85,8 @@ pub(super) fn prepare(
         text_deltas: req.stream && req.stream_deltas,
         max_steps: None,
         secrets: Vec::new(),
+        // HolmesGPT's /api/chat has no stuck detection: its duplicate guard stays the rule.
+        stuck_detection: false,
     };
     let input = Input {
         message: has_ask.then(|| UserMessage {
