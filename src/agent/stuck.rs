@@ -168,11 +168,19 @@ mod tests {
 
     #[test]
     fn three_identical_failures_nudge_and_a_fourth_is_stuck() {
-        let failing = ("bash", r#"{"command":"kubectl get podz"}"#, "Error: no such resource");
+        let failing = (
+            "bash",
+            r#"{"command":"kubectl get podz"}"#,
+            "Error: no such resource",
+        );
         assert!(matches!(assess(&turn(&[failing; 3])), Assessment::Nudge(_)));
         assert!(matches!(assess(&turn(&[failing; 4])), Assessment::Stuck(_)));
         // Re-ordered arguments are the same call.
-        let respelled = ("bash", r#"{ "command" : "kubectl get podz" }"#, "Error: no such resource");
+        let respelled = (
+            "bash",
+            r#"{ "command" : "kubectl get podz" }"#,
+            "Error: no such resource",
+        );
         assert!(matches!(
             assess(&turn(&[failing, respelled, failing, respelled])),
             Assessment::Stuck(_)
@@ -184,7 +192,10 @@ mod tests {
         let a = ("bash", r#"{"command":"ls"}"#, "x");
         let b = ("bash", r#"{"command":"pwd"}"#, "/");
         assert_eq!(assess(&turn(&[a, b, a, b, a])), Assessment::Fine);
-        assert!(matches!(assess(&turn(&[a, b, a, b, a, b])), Assessment::Stuck(_)));
+        assert!(matches!(
+            assess(&turn(&[a, b, a, b, a, b])),
+            Assessment::Stuck(_)
+        ));
     }
 
     #[test]

@@ -127,9 +127,10 @@ impl Agent {
                     super::stuck::Assessment::Fine => {}
                     super::stuck::Assessment::Nudge(text) => {
                         // Once: a nudge already given is the last message until the model acts.
-                        let nudged = live.conv.messages().last().is_some_and(|m| {
-                            m.name.as_deref() == Some(super::stuck::NUDGE_NAME)
-                        });
+                        let nudged =
+                            live.conv.messages().last().is_some_and(|m| {
+                                m.name.as_deref() == Some(super::stuck::NUDGE_NAME)
+                            });
                         if !nudged {
                             live.push(super::stuck::nudge_message(text));
                         }

@@ -309,16 +309,26 @@ async fn a_model_that_repeats_a_failing_call_is_nudged_then_stuck() {
     }
     let id = create(&app, json!({"initial_message": {"content": "loop"}})).await;
     let frames = frames_until(&app, &id, None, state_is("stuck")).await;
-    let stuck = frames.iter().find(|f| f.name == "stuck").expect("a stuck event");
-    assert!(stuck.data["pattern"].as_str().unwrap().contains("failed 4 times"));
+    let stuck = frames
+        .iter()
+        .find(|f| f.name == "stuck")
+        .expect("a stuck event");
+    assert!(
+        stuck.data["pattern"]
+            .as_str()
+            .unwrap()
+            .contains("failed 4 times")
+    );
     let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(info["execution_status"], "stuck");
     // The model was told before it was stopped.
     let fifth = app.llm_messages(4);
     assert!(
-        fifth
-            .iter()
-            .any(|m| m["role"] == "user" && m["content"].as_str().unwrap_or("").contains("failed 3 times")),
+        fifth.iter().any(|m| m["role"] == "user"
+            && m["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains("failed 3 times")),
         "no nudge in {fifth:?}"
     );
     assert_eq!(app.llm.requests().len(), 5);
