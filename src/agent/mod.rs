@@ -7,6 +7,7 @@
 //! `call_llm`, `finish_answer`, repair), `calls.rs` (`act`, `plan_call`, `run_calls`,
 //! `finish_result`), `resume.rs` (`answer_pending`), `compaction.rs` (`compact_if_needed`).
 
+mod ask;
 mod calls;
 pub mod canonical;
 mod compaction;

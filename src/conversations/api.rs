@@ -177,7 +177,14 @@ pub struct SecretsUpdate {
     pub secrets: BTreeMap<String, String>,
 }
 
-/// `GET …/{id}/agent_final_response`.
+/// `POST …/{id}/ask_agent`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AskAgent {
+    pub question: String,
+}
+
+/// `GET …/{id}/agent_final_response`, `POST …/{id}/ask_agent`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FinalResponse {
     pub response: String,

@@ -145,7 +145,21 @@ impl Conversations {
         let id = row.id;
         if let Some(mut message) = req.initial_message {
             message.run = Some(message.run.unwrap_or(true));
-            self.send_message(id, message).await?;
+            match self.send_message(id, message).await {
+                Ok(()) => {}
+                // Stored, but no room to run it now: the client needs the id to retry.
+                Err(ConversationError::Busy(why)) => {
+                    return Err(ConversationError::Busy(format!(
+                        "{why}; conversation {id} was created with its message: \
+                         POST /api/conversations/{id}/run to start it"
+                    )));
+                }
+                // A message no run could take: nothing is left behind.
+                Err(e) => {
+                    let _ = self.store.delete(id).await;
+                    return Err(e);
+                }
+            }
         }
         self.info(id).await
     }

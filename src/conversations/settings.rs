@@ -56,6 +56,14 @@ impl Conversations {
             .unwrap_or_default())
     }
 
+    /// A side question answered from the conversation's context; nothing is stored.
+    pub async fn ask(&self, id: Uuid, question: &str) -> Result<String, ConversationError> {
+        let row = self.row(id).await?;
+        let config: StoredConfig = from_json(&row.config)?;
+        let state: RunState = from_json(&row.state)?;
+        Ok(self.agent.ask(&config.run, &state, question).await?)
+    }
+
     async fn edit_config(
         &self,
         id: Uuid,

@@ -14,7 +14,7 @@ use super::body::{parse_json, read_body};
 use super::{ApiError, AppState};
 use crate::conversations::ConversationError;
 use crate::conversations::api::{
-    ConfirmationResponse, CreateConversation, EventPage, FinalResponse, PolicyUpdate,
+    AskAgent, ConfirmationResponse, CreateConversation, EventPage, FinalResponse, PolicyUpdate,
     SecretsUpdate, SendMessage, StoredEventView, Success, UpdateConversation,
 };
 use crate::store::{ConversationQuery, EventQuery, SortOrder, StoreError};
@@ -183,6 +183,23 @@ pub async fn add_secrets(
 ) -> Response {
     match id_and_body::<SecretsUpdate>(&id, body) {
         Ok((id, req)) => done(state.conversations.add_secrets(id, req.secrets).await),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn ask(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match id_and_body::<AskAgent>(&id, body) {
+        Ok((id, req)) => answer(
+            state
+                .conversations
+                .ask(id, &req.question)
+                .await
+                .map(|response| FinalResponse { response }),
+        ),
         Err(e) => e.into_response(),
     }
 }

@@ -94,6 +94,10 @@ pub fn router(state: AppState) -> Router {
             post(conversations::add_secrets),
         )
         .route(
+            "/api/conversations/{id}/ask_agent",
+            post(conversations::ask),
+        )
+        .route(
             "/api/conversations/{id}/agent_final_response",
             get(conversations::final_response),
         )

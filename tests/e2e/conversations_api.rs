@@ -137,6 +137,22 @@ pub(crate) async fn lifecycle(app: &TestApp) {
         ))
         .await;
     assert_eq!(count, 2);
+    // A side question: answered from the context, stored nowhere.
+    let (_, before) = app.get_json(&format!("/api/conversations/{id}")).await;
+    app.llm.push(Step::text("Two checks, both healthy."));
+    let (status, asked) = post(
+        app,
+        &format!("/api/conversations/{id}/ask_agent"),
+        json!({"question": "Summarise in one line"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{asked}");
+    assert_eq!(asked["response"], "Two checks, both healthy.");
+    let (_, after) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(before["last_event_id"], after["last_event_id"]);
+    let sent = app.llm_messages(app.llm.requests().len() - 1);
+    assert_eq!(sent.last().unwrap()["content"], "Summarise in one line");
+    assert!(sent.iter().any(|m| m["content"] == "Still healthy."));
     let (_, last) = app
         .get_json(&format!("/api/conversations/{id}/agent_final_response"))
         .await;
@@ -265,6 +281,16 @@ async fn refusals_are_precise() {
     assert_eq!(status, 400, "{body}");
     let (status, _) = post(&app, "/api/conversations", json!({"unknown": 1})).await;
     assert_eq!(status, 422);
+    // A first message no run could take leaves no conversation behind.
+    let (status, body) = post(
+        &app,
+        "/api/conversations",
+        json!({"initial_message": {"content": "look", "images": ["data:image/png;base64,iVBORw0KGgo="]}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    let (_, count) = app.get_json("/api/conversations/count").await;
+    assert_eq!(count, 0);
     let id = create(&app, json!({"id": missing})).await;
     assert_eq!(id, missing);
     let (status, _) = post(&app, "/api/conversations", json!({"id": missing})).await;

@@ -137,6 +137,7 @@ fn build() -> Value {
         "confirmation": schema::<api::ConfirmationResponse>(&mut input),
         "policy": schema::<api::PolicyUpdate>(&mut input),
         "secrets": schema::<api::SecretsUpdate>(&mut input),
+        "ask": schema::<api::AskAgent>(&mut input),
     });
     // Responses: what serde writes (a field is required when it is always sent).
     let mut output = generator(Contract::Serialize);
@@ -203,6 +204,7 @@ fn build() -> Value {
         confirmation: i("confirmation"),
         policy: i("policy"),
         secrets: i("secrets"),
+        ask: i("ask"),
         final_response: r("FinalResponse"),
         info: r("ConversationInfo"),
         page: r("ConversationPage"),
