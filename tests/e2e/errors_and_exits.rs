@@ -234,6 +234,8 @@ async fn serve_takes_host_and_port_flags_and_logs_each_problem_once_without_colo
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("TRIAGE_CONFIG", &config)
+        // No HOME here: the conversation store must not land in the working tree.
+        .env("XDG_DATA_HOME", crate::helpers::test_data_dir())
         .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
         .stderr(Stdio::piped())
         .kill_on_drop(true)

@@ -38,6 +38,8 @@ async fn model_list_keys_and_provider_variables_are_masked() {
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("TRIAGE_CONFIG", &config)
+        // No HOME here: the conversation store must not land in the working tree.
+        .env("XDG_DATA_HOME", crate::helpers::test_data_dir())
         .env("MODEL_LIST_FILE_LOCATION", &list)
         .env("AZURE_API_KEY", AZURE_KEY)
         .arg("serve")

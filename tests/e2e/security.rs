@@ -121,6 +121,8 @@ async fn serve_on_all_interfaces(env: &[(&str, &str)]) -> Option<std::process::O
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("TRIAGE_CONFIG", &config)
+        // No HOME here: the conversation store must not land in the working tree.
+        .env("XDG_DATA_HOME", crate::helpers::test_data_dir())
         .env("HOLMES_HOST", "0.0.0.0")
         .env("HOLMES_PORT", port.to_string())
         .envs(env.iter().copied())
