@@ -107,37 +107,6 @@ impl ApprovalSigner {
         Ok(())
     }
 
-    /// The first pending call of `history` whose genuine token was issued for another
-    /// conversation, as a message for the client; such a request is refused outright.
-    pub fn moved_token(&self, history: &[Message]) -> Option<String> {
-        history.iter().enumerate().find_map(|(i, m)| {
-            let calls = m
-                .tool_calls()
-                .iter()
-                .filter(|c| c.pending_approval == Some(true));
-            let mut digest = None;
-            for call in calls {
-                let digest = digest.get_or_insert_with(|| conversation_digest(&history[..=i]));
-                let verdict = self.verify(
-                    call.approval_token.as_deref(),
-                    &call.id,
-                    &call.function.name,
-                    &call.function.arguments,
-                    digest,
-                );
-                if verdict == Err(TokenError::OtherConversation) {
-                    return Some(format!(
-                        "The approval token of tool call '{}' was issued for a different \
-                         conversation: a token is bound to the history before the call it \
-                         approves, which must be sent back unchanged",
-                        call.id
-                    ));
-                }
-            }
-            None
-        })
-    }
-
     fn mac(
         &self,
         call_id: &str,
@@ -160,6 +129,16 @@ impl ApprovalSigner {
         }
         mac
     }
+}
+
+/// Why a request is refused whose pending call carries a genuine token issued for another
+/// conversation.
+pub fn moved_token_message(call_id: &str) -> String {
+    format!(
+        "The approval token of tool call '{call_id}' was issued for a different conversation: a \
+         token is bound to the history before the call it approves, which must be sent back \
+         unchanged"
+    )
 }
 
 /// A digest of a conversation prefix, over what a client cannot change without changing the
@@ -289,27 +268,5 @@ mod tests {
         let mut more = history("why?");
         more.insert(1, Message::user(json!("earlier")));
         assert_ne!(conversation_digest(&more), base);
-    }
-
-    #[test]
-    fn a_token_moved_into_another_history_is_named() {
-        let s = ApprovalSigner::new(Some("k"), 3600);
-        let mut h = history("why?");
-        let token = s.sign(
-            "c",
-            "bash",
-            r#"{"command":"rm x"}"#,
-            &conversation_digest(&h),
-        );
-        let call = &mut h[2].tool_calls.as_mut().unwrap()[0];
-        call.pending_approval = Some(true);
-        call.approval_token = Some(token);
-        assert_eq!(s.moved_token(&h), None);
-        h[1] = Message::user(json!("something else entirely"));
-        assert!(
-            s.moved_token(&h)
-                .unwrap()
-                .contains("different conversation")
-        );
     }
 }

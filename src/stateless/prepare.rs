@@ -8,7 +8,7 @@ use crate::agent::{
 };
 use crate::wire::{ChatRequest, Message};
 
-use super::approvals::{ApprovalSigner, TokenError, conversation_digest};
+use super::approvals::{ApprovalSigner, TokenError, conversation_digest, moved_token_message};
 
 /// What the HTTP layer knows about a request besides its body.
 #[derive(Debug, Clone, Default)]
@@ -33,9 +33,8 @@ pub(super) fn prepare(
 ) -> Result<Prepared, RunError> {
     let history = req.conversation_history.unwrap_or_default();
     check_flag_placement(&history)?;
-    if let Some(moved) = signer.moved_token(&history) {
-        return Err(RunError::bad_input(moved));
-    }
+    let first_turn = !history.iter().any(|m| m.is_role("assistant"));
+    let (mut state, mut decisions) = state_from_history(signer, history)?;
     let client_decisions = req.tool_decisions.unwrap_or_default();
     if let Some(d) = client_decisions
         .iter()
@@ -50,8 +49,8 @@ pub(super) fn prepare(
         )));
     }
     let frontend_results = req.frontend_tool_results.unwrap_or_default();
-    let resuming =
-        !history.is_empty() && (!client_decisions.is_empty() || !frontend_results.is_empty());
+    let resuming = !state.messages.is_empty()
+        && (!client_decisions.is_empty() || !frontend_results.is_empty());
     let has_ask = !req.ask.trim().is_empty();
     if !has_ask && !resuming {
         return Err(RunError::bad_input(
@@ -59,8 +58,6 @@ pub(super) fn prepare(
              conversation, with tool_decisions or frontend_tool_results)",
         ));
     }
-    let first_turn = !history.iter().any(|m| m.is_role("assistant"));
-    let (mut state, mut decisions) = state_from_history(signer, history);
     if !has_ask {
         // A resume continues the user's turn: its steps count against the same budget.
         state.steps = steps_of_last_turn(&state.messages);
@@ -113,11 +110,12 @@ pub(super) fn prepare(
 }
 
 /// The history as a run state: pending flags become pending calls (and never survive), and a
-/// pending approval whose token does not verify is refused.
+/// pending approval whose token does not verify is refused. A genuine token issued for another
+/// conversation refuses the whole request.
 fn state_from_history(
     signer: &ApprovalSigner,
     mut history: Vec<Message>,
-) -> (RunState, Vec<Decision>) {
+) -> Result<(RunState, Vec<Decision>), RunError> {
     let mut pending = Vec::new();
     let mut refusals = Vec::new();
     for i in 0..history.len() {
@@ -143,6 +141,9 @@ fn state_from_history(
                     &call.function.arguments,
                     &digest,
                 );
+                if verified == Err(TokenError::OtherConversation) {
+                    return Err(RunError::bad_input(moved_token_message(&call.id)));
+                }
                 if let Err(reason) = verified {
                     tracing::warn!(tool_call_id = %call.id, ?reason, "approval token rejected");
                     refusals.push(Decision {
@@ -176,7 +177,7 @@ fn state_from_history(
         pending,
         ..RunState::default()
     };
-    (state, refusals)
+    Ok((state, refusals))
 }
 
 fn refusal(signer: &ApprovalSigner, reason: TokenError) -> String {
@@ -228,4 +229,37 @@ fn steps_of_last_turn(messages: &[Message]) -> u32 {
         .iter()
         .filter(|m| m.is_role("assistant"))
         .count() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ToolCall;
+    use serde_json::json;
+
+    #[test]
+    fn a_token_moved_into_another_history_is_named() {
+        let s = ApprovalSigner::new(Some("k"), 3600);
+        let call = ToolCall::new("c".into(), "bash".into(), r#"{"command":"rm x"}"#.into());
+        let mut h = vec![
+            Message::system("prompt"),
+            Message::user(json!("why?")),
+            Message::assistant(None, None, vec![call]),
+        ];
+        let token = s.sign(
+            "c",
+            "bash",
+            r#"{"command":"rm x"}"#,
+            &conversation_digest(&h),
+        );
+        let call = &mut h[2].tool_calls.as_mut().unwrap()[0];
+        call.pending_approval = Some(true);
+        call.approval_token = Some(token);
+        let (state, refusals) = state_from_history(&s, h.clone()).unwrap();
+        assert_eq!(state.pending.len(), 1);
+        assert!(refusals.is_empty());
+        h[1] = Message::user(json!("something else entirely"));
+        let refused = state_from_history(&s, h).unwrap_err();
+        assert!(refused.message.contains("different conversation"));
+    }
 }
