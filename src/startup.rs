@@ -17,7 +17,7 @@ use crate::llm::{Llm, ModelRegistry, OpenAiClient};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::stateless::{ApprovalSigner, StatelessChat};
-use crate::store::{Store, StoreOptions};
+use crate::store::{Backend, Store, StoreOptions};
 use crate::tools::{self, ToolRegistry, ToolsetStatus};
 
 #[derive(Debug, thiserror::Error)]
@@ -151,11 +151,20 @@ async fn open_conversations(
     let store = Store::open(&c.database_url(), options)
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
-    let conversations = Conversations::new(agent, store, c.max_running);
+    // One SQLite file has one replica: the leases of the process that ran before are its own.
+    if store.backend() == Backend::Sqlite {
+        store
+            .release_all()
+            .await
+            .map_err(|e| StartupError::Store(e.to_string()))?;
+    }
+    let lease = Duration::from_secs_f64(c.lease_secs);
+    let conversations = Conversations::new(agent, store, c.max_running, lease);
     let recovered = conversations
         .recover()
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
+    conversations.maintain();
     if c.retention_days > 0 {
         let expiring = Arc::downgrade(&conversations);
         let days = c.retention_days;

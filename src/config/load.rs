@@ -84,6 +84,7 @@ impl Settings {
                 self.llm.first_byte_timeout_secs,
             ),
             ("llm.idle_timeout_secs", self.llm.idle_timeout_secs),
+            ("conversations.lease_secs", self.conversations.lease_secs),
         ];
         for (key, value) in positive {
             if !(value.is_finite() && value > 0.0) {

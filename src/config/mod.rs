@@ -188,6 +188,9 @@ pub struct ConversationSettings {
     pub max_running: usize,
     /// Events one conversation may hold; appending beyond it fails with a clear error.
     pub max_events_per_conversation: u64,
+    /// How long the replica running a conversation holds it without renewing (it renews
+    /// every third of this); a run whose replica stopped is taken over after it.
+    pub lease_secs: f64,
 }
 
 impl Default for ConversationSettings {
@@ -198,6 +201,7 @@ impl Default for ConversationSettings {
             retention_days: 0,
             max_running: 2000,
             max_events_per_conversation: 100_000,
+            lease_secs: 10.0,
         }
     }
 }

@@ -6,11 +6,13 @@
 
 pub mod api;
 mod events;
+mod ownership;
 mod runs;
 mod settings;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
@@ -70,6 +72,10 @@ pub struct Conversations {
     default_steps: u32,
     store: Store,
     max_running: usize,
+    /// This process, as the owner of the conversations it runs.
+    replica: Uuid,
+    /// How long a lease lasts unless renewed.
+    lease: Duration,
     /// Runs in progress on this replica.
     live: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
     /// One writer of a conversation's row at a time.
@@ -79,12 +85,19 @@ pub struct Conversations {
 const TAG_VALUE_MAX: usize = 256;
 
 impl Conversations {
-    pub fn new(agent: Arc<Agent>, store: Store, max_running: usize) -> Arc<Conversations> {
+    pub fn new(
+        agent: Arc<Agent>,
+        store: Store,
+        max_running: usize,
+        lease: Duration,
+    ) -> Arc<Conversations> {
         Arc::new(Conversations {
             default_steps: agent.options.max_steps,
             agent,
             store,
             max_running,
+            replica: Uuid::new_v4(),
+            lease,
             live: Mutex::default(),
             row_locks: Mutex::default(),
         })
@@ -212,27 +225,22 @@ impl Conversations {
         if let Some(tags) = &req.tags {
             check_tags(tags)?;
         }
-        let lock = self.row_lock(id);
-        let _guard = lock.lock().await;
-        let mut row = self.row(id).await?;
-        if let Some(title) = req.title {
-            row.title = Some(title);
+        // Title and tags have a statement of their own: a run's end, on any replica, never
+        // writes them back.
+        let updated = self
+            .store
+            .set_meta(id, req.title.as_deref(), req.tags.as_ref(), Utc::now())
+            .await?;
+        if !updated {
+            return Err(ConversationError::NotFound(id));
         }
-        if let Some(tags) = req.tags {
-            row.tags = tags;
-        }
-        row.updated_at = Utc::now();
-        self.store.update(&row).await?;
-        self.info_of(&row)
+        self.info(id).await
     }
 
-    /// Stops a run first; the conversation and its events are gone afterwards.
-    pub async fn delete(&self, id: Uuid) -> Result<(), ConversationError> {
-        self.row(id).await?;
-        if let Some(live) = self.live_run(id) {
-            live.control.interrupt();
-            live.finished().await;
-        }
+    /// Stops a run first (on whichever replica runs it); the conversation and its events
+    /// are gone afterwards.
+    pub async fn delete(self: &Arc<Self>, id: Uuid) -> Result<(), ConversationError> {
+        self.interrupt(id).await?;
         if !self.store.delete(id).await? {
             return Err(ConversationError::NotFound(id));
         }

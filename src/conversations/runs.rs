@@ -1,8 +1,9 @@
 //! Runs of a conversation: started in the background, their events appended to the log in
 //! order (the run never waits for a commit), the state saved when they end; messages, pauses,
-//! interrupts and confirmations on the way; recovery after the server stopped mid-run.
+//! interrupts and confirmations on the way, whichever replica they reach.
 
 use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use chrono::Utc;
 use futures::StreamExt;
@@ -12,12 +13,12 @@ use uuid::Uuid;
 
 use super::api::{ConfirmationResponse, SendMessage, Stats};
 use super::events::{self, USER};
+use super::ownership::{Hold, INTERRUPT, MESSAGE, PAUSE, message_of, message_payload};
 use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
 use crate::agent::{
-    AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason,
-    UserMessage, missing_results,
+    AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason, UserMessage,
 };
-use crate::store::{EventQuery, NewEvent, Store, StoreError};
+use crate::store::{NewEvent, Store, StoreError};
 
 /// A run in progress on this replica.
 pub struct LiveRun {
@@ -33,7 +34,9 @@ impl LiveRun {
     }
 }
 
-const RUNNING: &str = "running";
+pub(super) const RUNNING: &str = "running";
+/// How long `interrupt` waits for a run on another replica to stop.
+const INTERRUPT_WAIT: Duration = Duration::from_secs(30);
 const WAITING: &str = "waiting_for_confirmation";
 
 impl Conversations {
@@ -53,12 +56,40 @@ impl Conversations {
         };
         let lock = self.row_lock(id);
         let guard = lock.lock().await;
-        let mut row = self.row(id).await?;
         if let Some(live) = self.live_run(id) {
             self.store.append(id, vec![user_event(&message)]).await?;
             live.control.send(user);
             return Ok(());
         }
+        match self.hold(id).await? {
+            Hold::Elsewhere => {
+                self.store.append(id, vec![user_event(&message)]).await?;
+                return self
+                    .send_to_owner(id, MESSAGE, message_payload(&user))
+                    .await;
+            }
+            Hold::Mine => {
+                let kept = self.keep_new_message(id, &message, &user).await;
+                self.release(id).await;
+                kept?;
+            }
+        }
+        drop(guard);
+        if message.run.unwrap_or(false) {
+            self.run(id).await?;
+        }
+        Ok(())
+    }
+
+    /// A message for an idle conversation (its lease held): checked against its config,
+    /// logged, then added to its state.
+    async fn keep_new_message(
+        &self,
+        id: Uuid,
+        message: &SendMessage,
+        user: &UserMessage,
+    ) -> Result<(), ConversationError> {
+        let mut row = self.row(id).await?;
         if row.status == WAITING {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first \
@@ -68,16 +99,11 @@ impl Conversations {
         }
         let config: StoredConfig = from_json(&row.config)?;
         let mut state: RunState = from_json(&row.state)?;
-        self.agent
-            .add_user_message(&config.run, &mut state, &user)?;
-        self.store.append(id, vec![user_event(&message)]).await?;
+        self.agent.add_user_message(&config.run, &mut state, user)?;
+        self.store.append(id, vec![user_event(message)]).await?;
         row.state = to_json(&state)?;
         row.updated_at = Utc::now();
         self.store.update(&row).await?;
-        drop(guard);
-        if message.run.unwrap_or(false) {
-            self.run(id).await?;
-        }
         Ok(())
     }
 
@@ -87,19 +113,26 @@ impl Conversations {
         self.start(id, Input::default(), false).await
     }
 
-    pub async fn pause(&self, id: Uuid) -> Result<(), ConversationError> {
-        self.row(id).await?;
+    /// Stops the run after its current step, on whichever replica runs it.
+    pub async fn pause(self: &Arc<Self>, id: Uuid) -> Result<(), ConversationError> {
+        let row = self.row(id).await?;
         if let Some(live) = self.live_run(id) {
             live.control.pause();
+        } else if row.status == RUNNING {
+            self.send_to_owner(id, PAUSE, json!({})).await?;
         }
         Ok(())
     }
 
-    pub async fn interrupt(&self, id: Uuid) -> Result<(), ConversationError> {
-        self.row(id).await?;
+    /// Cuts the run now, on whichever replica runs it; returns once it has stopped.
+    pub async fn interrupt(self: &Arc<Self>, id: Uuid) -> Result<(), ConversationError> {
+        let row = self.row(id).await?;
         if let Some(live) = self.live_run(id) {
             live.control.interrupt();
             live.finished().await;
+        } else if row.status == RUNNING {
+            self.send_to_owner(id, INTERRUPT, json!({})).await?;
+            self.wait_stopped(id, INTERRUPT_WAIT).await;
         }
         Ok(())
     }
@@ -152,12 +185,32 @@ impl Conversations {
     ) -> Result<(), ConversationError> {
         let lock = self.row_lock(id);
         let _guard = lock.lock().await;
-        let mut row = self.row(id).await?;
-        if self.live_run(id).is_some() || row.status == RUNNING {
-            return Err(ConversationError::Conflict(
+        let already = || {
+            ConversationError::Conflict(
                 "Conversation already running. Wait for completion or pause first.".into(),
-            ));
+            )
+        };
+        if self.live_run(id).is_some() {
+            return Err(already());
         }
+        if let Hold::Elsewhere = self.hold(id).await? {
+            return Err(already());
+        }
+        // The lease is the run's from here; every refusal gives it back.
+        let started = self.start_held(id, input, answering).await;
+        if started.is_err() {
+            self.release(id).await;
+        }
+        started
+    }
+
+    async fn start_held(
+        self: &Arc<Self>,
+        id: Uuid,
+        input: Input,
+        answering: bool,
+    ) -> Result<(), ConversationError> {
+        let mut row = self.row(id).await?;
         if row.status == WAITING && !answering {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first".into(),
@@ -197,11 +250,9 @@ impl Conversations {
         let this = self.clone();
         tokio::spawn(async move {
             this.drive(id, run, stop).await;
-            this.live
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&id);
             let _ = done_tx.send(true);
+            // Commands queued while the run was ending: a message is kept for the next run.
+            this.settle_commands(id).await;
         });
         Ok(())
     }
@@ -237,11 +288,24 @@ impl Conversations {
         let reason = log_error.or(reason);
         let lock = self.row_lock(id);
         let _guard = lock.lock().await;
+        // Whatever happens below, the run is over here: later messages take the idle path.
+        let _gone = RemoveOnDrop(self, id);
         let Ok(Some(mut row)) = self.store.get(id).await else {
             return; // deleted meanwhile
         };
         // A message sent while the run was ending is kept for the next run, not lost.
-        let late = control.take_messages();
+        let mut late = control.take_messages();
+        match self.store.take_commands_of(id).await {
+            Ok(queued) => late.extend(
+                queued
+                    .iter()
+                    .filter(|c| c.kind == MESSAGE)
+                    .filter_map(|c| message_of(&c.payload)),
+            ),
+            Err(e) => {
+                tracing::warn!(conversation = %id, error = %e, "cannot take queued commands");
+            }
+        }
         if !late.is_empty()
             && let Ok(config) = from_json::<StoredConfig>(&row.config)
         {
@@ -270,68 +334,20 @@ impl Conversations {
         row.updated_at = Utc::now();
         // Saved before the state update is announced: whoever reads the conversation on
         // seeing it finds the new state.
-        if let Err(e) = self.store.update(&row).await {
-            tracing::error!(conversation = %id, error = %e, "cannot save the conversation's state");
+        match self.store.finish(&row, self.replica).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::error!(conversation = %id, "the run's lease was taken over; its end is not saved");
+                return;
+            }
+            Err(e) => {
+                tracing::error!(conversation = %id, error = %e, "cannot save the conversation's state");
+            }
         }
         let update = events::state_update(status, reason.as_deref());
         if let Err(e) = self.store.append(id, vec![update]).await {
             tracing::error!(conversation = %id, error = %e, "cannot log the conversation's status");
         }
-    }
-
-    /// After a restart: conversations that were running here are `error` ("the server
-    /// stopped"), with their history settled so that a new run is valid for the LLM.
-    pub async fn recover(&self) -> Result<usize, ConversationError> {
-        let ids = self.store.ids_with_status(&[RUNNING]).await?;
-        for &id in &ids {
-            let Some(mut row) = self.store.get(id).await? else {
-                continue;
-            };
-            let mut state: RunState = from_json(&row.state)?;
-            let mut after = row.state_event_id;
-            loop {
-                let page = self
-                    .store
-                    .events(
-                        id,
-                        &EventQuery {
-                            after: Some(after),
-                            limit: 500,
-                            ..EventQuery::default()
-                        },
-                    )
-                    .await?;
-                for e in &page.items {
-                    events::fold(&mut state, &e.kind, &e.payload);
-                    after = e.id;
-                }
-                if page.next_page_id.is_none() || page.items.is_empty() {
-                    break;
-                }
-            }
-            state.pending.clear();
-            let why = "the server stopped before this call finished";
-            for (at, message) in missing_results(&state.messages, &[], why) {
-                state.messages.insert(at, message);
-            }
-            let reason = "the server stopped while the conversation was running";
-            let error = events::new_event(
-                "error",
-                events::ENVIRONMENT,
-                json!({"description": reason, "error_code": 1, "msg": reason, "success": false}),
-            );
-            let stored = self
-                .store
-                .append(id, vec![error, events::state_update("error", Some(reason))])
-                .await?;
-            row.status = "error".into();
-            row.reason = Some(reason.into());
-            row.state = to_json(&state)?;
-            row.state_event_id = stored.last().map_or(after, |e| e.id);
-            row.updated_at = Utc::now();
-            self.store.update(&row).await?;
-        }
-        Ok(ids.len())
     }
 }
 
@@ -381,4 +397,17 @@ async fn write_log(
         }
     }
     Ok(last)
+}
+
+/// Takes a run off this replica's live list when its end is handled.
+struct RemoveOnDrop<'a>(&'a Conversations, Uuid);
+
+impl Drop for RemoveOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.1);
+    }
 }

@@ -71,12 +71,16 @@ impl Conversations {
     ) -> Result<(), ConversationError> {
         let lock = self.row_lock(id);
         let _guard = lock.lock().await;
-        let mut row = self.row(id).await?;
+        let row = self.row(id).await?;
         let mut config: StoredConfig = from_json(&row.config)?;
         edit(&mut config);
-        row.config = to_json(&config)?;
-        row.updated_at = Utc::now();
-        self.store.update(&row).await?;
+        if !self
+            .store
+            .set_config(id, &to_json(&config)?, Utc::now())
+            .await?
+        {
+            return Err(ConversationError::NotFound(id));
+        }
         Ok(())
     }
 }

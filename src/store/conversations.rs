@@ -1,6 +1,6 @@
 //! Conversation rows: create, read, update, delete, search, count, retention.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -129,35 +129,95 @@ impl Store {
         Ok(ids.iter().map(|id| found.get(id).cloned()).collect())
     }
 
-    /// Stores every column but id, created_at and last_event_id; `NotFound` if the row is gone.
+    /// Stores what a run changes — status, reason, state, state_event_id, stats, updated_at —
+    /// and nothing else: title and tags (`set_meta`) and the config (`set_config`) have
+    /// writers of their own, which a run ending on another replica must not undo. `NotFound`
+    /// if the row is gone.
     pub async fn update(&self, row: &ConversationRow) -> Result<(), StoreError> {
-        let (tags, config, state, stats) = (
-            json_text(&row.tags)?,
-            json_text(&row.config)?,
-            json_text(&row.state)?,
-            json_text(&row.stats)?,
-        );
-        let sql = "UPDATE conversations SET title = $2, tags = $3, status = $4, reason = $5, \
-                   config = $6, state = $7, state_event_id = $8, stats = $9, updated_at = $10 \
-                   WHERE id = $1";
-        let updated = on_pool!(&self.inner.db, pool => sqlx::query(sql)
+        if self.write_run_columns(row, None).await? == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    /// `update` and the lease given up, in one statement, if `owner` still holds the lease:
+    /// a run's end. False if another replica took the conversation over (nothing written).
+    pub async fn finish(&self, row: &ConversationRow, owner: Uuid) -> Result<bool, StoreError> {
+        Ok(self.write_run_columns(row, Some(owner)).await? == 1)
+    }
+
+    async fn write_run_columns(
+        &self,
+        row: &ConversationRow,
+        owner: Option<Uuid>,
+    ) -> Result<u64, StoreError> {
+        let (state, stats) = (json_text(&row.state)?, json_text(&row.stats)?);
+        let sql = match owner {
+            None => {
+                "UPDATE conversations SET status = $2, reason = $3, state = $4, \
+                 state_event_id = $5, stats = $6, updated_at = $7 WHERE id = $1"
+            }
+            Some(_) => {
+                "UPDATE conversations SET status = $2, reason = $3, state = $4, \
+                 state_event_id = $5, stats = $6, updated_at = $7, owner = NULL, \
+                 lease_until = NULL WHERE id = $1 AND owner = $8"
+            }
+        };
+        let written = on_pool!(&self.inner.db, pool => sqlx::query(sql)
             .bind(row.id)
-            .bind(&row.title)
-            .bind(&tags)
             .bind(&row.status)
             .bind(&row.reason)
-            .bind(&config)
             .bind(&state)
             .bind(to_i64(row.state_event_id))
             .bind(&stats)
             .bind(to_micros(row.updated_at))
+            .bind(owner)
             .execute(pool)
             .await?
             .rows_affected());
-        if updated == 0 {
-            return Err(StoreError::NotFound);
-        }
-        Ok(())
+        Ok(written)
+    }
+
+    /// Sets the title and/or the tags (each left as is when `None`). False if the row is gone.
+    pub async fn set_meta(
+        &self,
+        id: Uuid,
+        title: Option<&str>,
+        tags: Option<&BTreeMap<String, String>>,
+        updated_at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let tags = tags.map(json_text).transpose()?;
+        let written = on_pool!(&self.inner.db, pool => sqlx::query(
+            "UPDATE conversations SET title = COALESCE($2, title), tags = COALESCE($3, tags), \
+             updated_at = $4 WHERE id = $1")
+            .bind(id)
+            .bind(title)
+            .bind(&tags)
+            .bind(to_micros(updated_at))
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(written == 1)
+    }
+
+    /// Replaces the stored config (the service's settings, secrets included). False if the
+    /// row is gone.
+    pub async fn set_config(
+        &self,
+        id: Uuid,
+        config: &serde_json::Value,
+        updated_at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let config = json_text(config)?;
+        let written = on_pool!(&self.inner.db, pool => sqlx::query(
+            "UPDATE conversations SET config = $2, updated_at = $3 WHERE id = $1")
+            .bind(id)
+            .bind(&config)
+            .bind(to_micros(updated_at))
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(written == 1)
     }
 
     /// Deletes the conversation and its events (ON DELETE CASCADE); false if it did not exist.

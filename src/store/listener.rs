@@ -1,5 +1,5 @@
-//! PostgreSQL: LISTEN on `triage_events`, so that appends committed by other replicas reach
-//! this replica's subscribers. Reconnects with back-off when the connection drops;
+//! PostgreSQL: LISTEN on `triage_events` and `triage_commands`, so that appends and commands
+//! committed by other replicas reach this replica's subscribers. Reconnects with back-off when the connection drops;
 //! notifications sent while disconnected are lost, which subscribers survive because an
 //! announcement only says "read the store up to N" and the next one carries the newest N.
 
@@ -10,15 +10,19 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use super::NOTIFY_CHANNEL;
+use super::{COMMANDS_CHANNEL, NOTIFY_CHANNEL};
 
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-pub(crate) fn spawn(pool: PgPool, announce: broadcast::Sender<(Uuid, u64)>) -> JoinHandle<()> {
+pub(crate) fn spawn(
+    pool: PgPool,
+    announce: broadcast::Sender<(Uuid, u64)>,
+    commands: broadcast::Sender<Uuid>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(100);
         loop {
-            match listen(&pool, &announce).await {
+            match listen(&pool, &announce, &commands).await {
                 Ok(()) => backoff = Duration::from_millis(100),
                 Err(e) => tracing::warn!(error = %e, "LISTEN {NOTIFY_CHANNEL} failed; retrying"),
             }
@@ -32,10 +36,25 @@ pub(crate) fn spawn(pool: PgPool, announce: broadcast::Sender<(Uuid, u64)>) -> J
 async fn listen(
     pool: &PgPool,
     announce: &broadcast::Sender<(Uuid, u64)>,
+    commands: &broadcast::Sender<Uuid>,
 ) -> Result<(), sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(NOTIFY_CHANNEL).await?;
+    listener
+        .listen_all([NOTIFY_CHANNEL, COMMANDS_CHANNEL])
+        .await?;
     while let Some(notification) = listener.try_recv().await? {
+        if notification.channel() == COMMANDS_CHANNEL {
+            match notification.payload().parse() {
+                Ok(id) => {
+                    let _ = commands.send(id);
+                }
+                Err(_) => tracing::warn!(
+                    payload = notification.payload(),
+                    "ignoring a malformed {COMMANDS_CHANNEL} notification"
+                ),
+            }
+            continue;
+        }
         match parse(notification.payload()) {
             Some(announcement) => {
                 let _ = announce.send(announcement);

@@ -4,12 +4,14 @@
 //!
 //! [`db`] holds the two pools and opens them, [`conversations`] and [`events`] the queries,
 //! [`appender`] the group-commit task every append goes through, [`listener`] PostgreSQL's
-//! LISTEN/NOTIFY, [`paging`] the opaque page ids.
+//! LISTEN/NOTIFY, [`leases`] which replica runs a conversation and the commands queued for
+//! it, [`paging`] the opaque page ids.
 
 mod appender;
 mod conversations;
 mod db;
 mod events;
+mod leases;
 mod listener;
 mod paging;
 
@@ -24,9 +26,12 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use db::Db;
+pub use leases::{Lease, QueuedCommand};
 
 /// The PostgreSQL channel of "conversation X has events up to N" (payload `uuid:seq`).
 pub const NOTIFY_CHANNEL: &str = "triage_events";
+/// The PostgreSQL channel of "a command is queued for conversation X" (payload `uuid`).
+pub const COMMANDS_CHANNEL: &str = "triage_commands";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -166,6 +171,7 @@ struct Inner {
     options: StoreOptions,
     appends: mpsc::Sender<appender::Command>,
     announcements: broadcast::Sender<(Uuid, u64)>,
+    commands: broadcast::Sender<Uuid>,
     appender: Mutex<Option<JoinHandle<()>>>,
     listener: Option<JoinHandle<()>>,
 }
@@ -195,8 +201,13 @@ impl Store {
         let (announcements, _) = broadcast::channel(ANNOUNCEMENT_BUFFER);
         let (appends, appender) =
             appender::spawn(db.clone(), options.clone(), announcements.clone());
+        let (commands, _) = broadcast::channel(ANNOUNCEMENT_BUFFER);
         let listener = match &db {
-            Db::Postgres(pool) => Some(listener::spawn(pool.clone(), announcements.clone())),
+            Db::Postgres(pool) => Some(listener::spawn(
+                pool.clone(),
+                announcements.clone(),
+                commands.clone(),
+            )),
             Db::Sqlite(_) => None,
         };
         Ok(Store {
@@ -205,6 +216,7 @@ impl Store {
                 options,
                 appends,
                 announcements,
+                commands,
                 appender: Mutex::new(Some(appender)),
                 listener,
             }),

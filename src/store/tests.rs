@@ -109,6 +109,7 @@ on_both!(
     subscribers_hear_of_every_commit,
     retention_deletes_old_conversations_in_the_given_statuses,
     a_reopened_store_sees_everything,
+    one_replica_holds_a_lease_and_takes_its_commands,
 );
 
 fn at(seconds: i64) -> DateTime<Utc> {
@@ -177,16 +178,44 @@ async fn rows_are_created_read_updated_and_deleted(kind: Kind) {
     changed.created_at = at(100); // not stored: created_at is fixed
     changed.last_event_id = 0; // not stored: append maintains it
     changed.updated_at = at(5);
+    changed.config = json!({"other": true}); // not stored: set_config writes it
     s.update(&changed).await.expect("update");
     let stored = s.get(a.id).await.expect("get").expect("the row");
     assert_eq!(stored.created_at, a.created_at);
     assert_eq!(stored.last_event_id, 1);
     assert_eq!(
-        (stored.title, stored.tags, stored.status, stored.reason),
-        (changed.title, changed.tags, changed.status, changed.reason)
+        (&stored.title, &stored.tags, &stored.config),
+        (&a.title, &a.tags, &a.config),
+        "title, tags and config have writers of their own"
     );
-    assert_eq!((stored.state_event_id, stored.updated_at), (1, at(5)));
-    assert_eq!(stored.stats, json!({"llm_calls": 3}));
+    assert_eq!(
+        (stored.status, stored.reason),
+        (changed.status, changed.reason)
+    );
+    assert!(
+        s.set_meta(a.id, None, Some(&changed.tags), at(6))
+            .await
+            .expect("set_meta")
+    );
+    assert!(
+        s.set_config(a.id, &changed.config, at(7))
+            .await
+            .expect("set_config")
+    );
+    let stored = s.get(a.id).await.expect("get").expect("the row");
+    assert_eq!(
+        (stored.title, stored.tags, stored.config, stored.updated_at),
+        (
+            a.title.clone(),
+            changed.tags.clone(),
+            changed.config.clone(),
+            at(7)
+        )
+    );
+    assert_eq!(
+        (stored.state_event_id, stored.stats),
+        (1, json!({"llm_calls": 3}))
+    );
     assert!(matches!(
         s.update(&row("idle", 1, 1)).await,
         Err(StoreError::NotFound)
@@ -315,4 +344,100 @@ async fn heard(
     })
     .await
     .unwrap_or(false)
+}
+
+async fn one_replica_holds_a_lease_and_takes_its_commands(kind: Kind) {
+    let Some(f) = fixture(kind, StoreOptions::default()).await else {
+        return;
+    };
+    let s = &f.store;
+    let (one, two) = (Uuid::new_v4(), Uuid::new_v4());
+    let mut a = row("running", 1, 1);
+    s.create(&a).await.expect("create");
+    assert!(s.claim(a.id, one, at(0), at(10)).await.expect("claim"));
+    assert!(
+        !s.claim(a.id, two, at(5), at(15)).await.expect("claim"),
+        "held until 10"
+    );
+    assert!(
+        !s.claim(Uuid::new_v4(), two, at(5), at(15))
+            .await
+            .expect("claim")
+    );
+    assert_eq!(
+        s.lease(a.id).await.expect("lease"),
+        Some(Lease {
+            owner: one,
+            until: at(10)
+        })
+    );
+    assert_eq!(
+        s.orphaned(&["running"], at(5), 10).await.expect("orphaned"),
+        Vec::<Uuid>::new()
+    );
+    assert_eq!(s.renew(one, at(20)).await.expect("renew"), vec![a.id]);
+    assert_eq!(
+        s.orphaned(&["running"], at(21), 10)
+            .await
+            .expect("orphaned"),
+        vec![a.id]
+    );
+
+    // Commands queue for the owner, in order, each taken once.
+    let mut woken = s.subscribe_commands();
+    s.push_command(a.id, "message", &json!({"content": "one"}))
+        .await
+        .expect("push");
+    s.push_command(a.id, "pause", &json!({}))
+        .await
+        .expect("push");
+    let heard = tokio::time::timeout(Duration::from_secs(5), woken.recv()).await;
+    assert_eq!(heard.expect("woken").expect("an id"), a.id);
+    assert!(matches!(
+        s.push_command(Uuid::new_v4(), "pause", &json!({})).await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(
+        s.take_commands(two).await.expect("take"),
+        vec![],
+        "not two's"
+    );
+    let taken = s.take_commands(one).await.expect("take");
+    let kinds: Vec<&str> = taken.iter().map(|c| c.kind.as_str()).collect();
+    assert_eq!(kinds, ["message", "pause"]);
+    assert_eq!(taken[0].payload, json!({"content": "one"}));
+    assert_eq!(s.take_commands(one).await.expect("take"), vec![]);
+
+    // A run's end is written only while its replica still holds the lease.
+    a.status = "finished".into();
+    assert!(
+        !s.finish(&a, two).await.expect("finish"),
+        "two does not hold it"
+    );
+    assert!(
+        s.claim(a.id, two, at(21), at(30))
+            .await
+            .expect("expired: taken over")
+    );
+    assert!(!s.finish(&a, one).await.expect("finish"), "one lost it");
+    assert_eq!(
+        s.get(a.id).await.expect("get").expect("row").status,
+        "running"
+    );
+    assert!(s.finish(&a, two).await.expect("finish"));
+    assert_eq!(
+        s.get(a.id).await.expect("get").expect("row").status,
+        "finished"
+    );
+    assert_eq!(
+        s.lease(a.id).await.expect("lease"),
+        None,
+        "released with the end"
+    );
+    assert!(s.claim(a.id, one, at(0), at(1)).await.expect("free again"));
+    assert!(!s.release(a.id, two).await.expect("release"));
+    assert!(s.release(a.id, one).await.expect("release"));
+    assert!(s.claim(a.id, two, at(0), at(1)).await.expect("claim"));
+    assert_eq!(s.release_all().await.expect("release_all"), 1);
+    f.finish().await;
 }

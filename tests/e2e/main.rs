@@ -21,6 +21,7 @@ mod conversation;
 mod conversations_api;
 mod conversations_crash;
 mod conversations_pg;
+mod conversations_replicas;
 mod core_attacks;
 mod deltas;
 mod errors_and_exits;

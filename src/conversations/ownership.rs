@@ -1,0 +1,394 @@
+//! Which replica runs a conversation. The one that starts a run holds the conversation's
+//! lease (`store::Lease`) and renews it every third of its length; a change to an idle
+//! conversation holds it for as long as the change takes, so two replicas never rewrite the
+//! same state at once. A run whose lease expired belongs to a replica that stopped: another
+//! one settles it (`error`, "the server stopped", a valid history), as a restart would.
+//! Commands for a conversation running elsewhere are queued in the store for its owner.
+
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::events;
+use super::runs::RUNNING;
+use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
+use crate::agent::{RunState, UserMessage, missing_results};
+use crate::store::{ConversationRow, EventQuery, QueuedCommand, StoreError};
+
+/// Whether this replica may change the conversation now.
+pub(super) enum Hold {
+    /// The lease is ours until `release`.
+    Mine,
+    /// It runs on another replica, which holds the lease.
+    Elsewhere,
+}
+
+/// How long a change waits for another replica's brief change of the same conversation.
+const HOLD_WAIT: Duration = Duration::from_secs(5);
+/// Runs whose replica stopped, settled per sweep.
+const SWEEP_BATCH: u32 = 100;
+
+pub(super) const MESSAGE: &str = "message";
+pub(super) const PAUSE: &str = "pause";
+pub(super) const INTERRUPT: &str = "interrupt";
+
+impl Conversations {
+    /// Takes the lease for a change of this conversation's state, settling first a run
+    /// whose replica stopped. `Elsewhere` when another replica runs it.
+    pub(super) async fn hold(&self, id: Uuid) -> Result<Hold, ConversationError> {
+        let deadline = Instant::now() + HOLD_WAIT;
+        loop {
+            let now = Utc::now();
+            if self
+                .store
+                .claim(id, self.replica, now, now + self.lease)
+                .await?
+            {
+                let settled = match self.store.get(id).await {
+                    Ok(Some(row)) if row.status == RUNNING => self.settle_stopped_run(row).await,
+                    Ok(Some(_)) => Ok(()),
+                    Ok(None) => Err(ConversationError::NotFound(id)),
+                    Err(e) => Err(e.into()),
+                };
+                if let Err(e) = settled {
+                    self.release(id).await;
+                    return Err(e);
+                }
+                return Ok(Hold::Mine);
+            }
+            if self.row(id).await?.status == RUNNING {
+                return Ok(Hold::Elsewhere);
+            }
+            if Instant::now() >= deadline {
+                return Err(ConversationError::Unavailable(format!(
+                    "another replica is changing conversation {id}; retry"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Gives the lease back; a failure only delays the next claim until the lease expires.
+    pub(super) async fn release(&self, id: Uuid) {
+        if let Err(e) = self.store.release(id, self.replica).await {
+            tracing::warn!(conversation = %id, error = %e, "cannot release a conversation's lease");
+        }
+    }
+
+    /// Queues a command for the replica running the conversation. If that run ended (or its
+    /// replica stopped) before the command was queued, the command is settled here instead.
+    pub(super) async fn send_to_owner(
+        self: &Arc<Self>,
+        id: Uuid,
+        kind: &str,
+        payload: serde_json::Value,
+    ) -> Result<(), ConversationError> {
+        self.store
+            .push_command(id, kind, &payload)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => ConversationError::NotFound(id),
+                e => e.into(),
+            })?;
+        let row = self.row(id).await?;
+        let owned = self
+            .store
+            .lease(id)
+            .await?
+            .is_some_and(|l| l.is_live(Utc::now()));
+        if row.status != RUNNING || !owned {
+            self.settle_commands(id).await;
+        }
+        Ok(())
+    }
+
+    /// Applies queued commands: to the run if it is live here; otherwise a message is kept
+    /// for the conversation's next run and the rest, aimed at a run that is over, dropped.
+    pub(super) async fn apply_commands(self: &Arc<Self>, commands: Vec<QueuedCommand>) {
+        for command in commands {
+            let id = command.conversation_id;
+            let live = self.live_run(id);
+            match (command.kind.as_str(), live) {
+                (MESSAGE, Some(live)) => match message_of(&command.payload) {
+                    Some(message) => live.control.send(message),
+                    None => tracing::warn!(conversation = %id, "a queued message is unreadable"),
+                },
+                (MESSAGE, None) => match message_of(&command.payload) {
+                    Some(message) => self.keep_message(id, message, &command.payload).await,
+                    None => tracing::warn!(conversation = %id, "a queued message is unreadable"),
+                },
+                (PAUSE, Some(live)) => live.control.pause(),
+                (INTERRUPT, Some(live)) => live.control.interrupt(),
+                _ => {}
+            }
+        }
+    }
+
+    /// Takes what is queued for one conversation and applies it.
+    pub(super) async fn settle_commands(self: &Arc<Self>, id: Uuid) {
+        match self.store.take_commands_of(id).await {
+            Ok(commands) => self.apply_commands(commands).await,
+            Err(e) => {
+                tracing::warn!(conversation = %id, error = %e, "cannot take queued commands");
+            }
+        }
+    }
+
+    /// A message whose run ended before it was taken: added to the idle conversation's
+    /// state (its event is already in the log), or queued again for a run started meanwhile.
+    async fn keep_message(
+        self: &Arc<Self>,
+        id: Uuid,
+        message: UserMessage,
+        payload: &serde_json::Value,
+    ) {
+        let lock = self.row_lock(id);
+        let _guard = lock.lock().await;
+        if let Some(live) = self.live_run(id) {
+            live.control.send(message);
+            return;
+        }
+        let kept = match self.hold(id).await {
+            Ok(Hold::Mine) => {
+                let kept = self.add_to_state(id, &message).await;
+                self.release(id).await;
+                kept
+            }
+            Ok(Hold::Elsewhere) => self
+                .store
+                .push_command(id, MESSAGE, payload)
+                .await
+                .map_err(Into::into),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = kept {
+            tracing::warn!(conversation = %id, error = %e, "a queued message could not be kept");
+        }
+    }
+
+    /// Adds a message to an idle conversation's stored state (the lease held).
+    pub(super) async fn add_to_state(
+        &self,
+        id: Uuid,
+        message: &UserMessage,
+    ) -> Result<(), ConversationError> {
+        let mut row = self.row(id).await?;
+        let config: StoredConfig = from_json(&row.config)?;
+        let mut state: RunState = from_json(&row.state)?;
+        self.agent
+            .add_user_message(&config.run, &mut state, message)?;
+        row.state = to_json(&state)?;
+        row.updated_at = Utc::now();
+        self.store.update(&row).await?;
+        Ok(())
+    }
+
+    /// Waits (bounded) until the conversation no longer runs anywhere.
+    pub(super) async fn wait_stopped(&self, id: Uuid, within: Duration) {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            match self.store.get(id).await {
+                Ok(Some(row)) if row.status == RUNNING => {}
+                _ => return,
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Settles every run whose replica stopped: at start-up, and on a timer so that another
+    /// replica takes over when one dies. Returns how many it settled.
+    pub async fn recover(&self) -> Result<usize, ConversationError> {
+        let mut settled = 0;
+        loop {
+            let ids = self
+                .store
+                .orphaned(&[RUNNING], Utc::now(), SWEEP_BATCH)
+                .await?;
+            let found = ids.len();
+            for id in ids {
+                let now = Utc::now();
+                if !self
+                    .store
+                    .claim(id, self.replica, now, now + self.lease)
+                    .await?
+                {
+                    continue;
+                }
+                let result = match self.store.get(id).await {
+                    Ok(Some(row)) if row.status == RUNNING => {
+                        self.settle_stopped_run(row).await.map(|()| 1)
+                    }
+                    Ok(_) => Ok(0),
+                    Err(e) => Err(e.into()),
+                };
+                self.release(id).await;
+                settled += result?;
+            }
+            if found < SWEEP_BATCH as usize {
+                return Ok(settled);
+            }
+        }
+    }
+
+    /// A run whose replica stopped (the lease held): the conversation becomes `error`, with
+    /// its history settled so that a new run is valid for the LLM — a call whose result was
+    /// lost gets an error result, never a result without its call.
+    async fn settle_stopped_run(&self, mut row: ConversationRow) -> Result<(), ConversationError> {
+        let id = row.id;
+        let mut state: RunState = from_json(&row.state)?;
+        let mut after = row.state_event_id;
+        loop {
+            let page = self
+                .store
+                .events(
+                    id,
+                    &EventQuery {
+                        after: Some(after),
+                        limit: 500,
+                        ..EventQuery::default()
+                    },
+                )
+                .await?;
+            for e in &page.items {
+                events::fold(&mut state, &e.kind, &e.payload);
+                after = e.id;
+            }
+            if page.next_page_id.is_none() || page.items.is_empty() {
+                break;
+            }
+        }
+        state.pending.clear();
+        let why = "the server stopped before this call finished";
+        for (at, message) in missing_results(&state.messages, &[], why) {
+            state.messages.insert(at, message);
+        }
+        // Messages queued for the stopped run are kept for the next one.
+        for command in self.store.take_commands_of(id).await? {
+            if command.kind == MESSAGE
+                && let Some(message) = message_of(&command.payload)
+            {
+                let config: StoredConfig = from_json(&row.config)?;
+                self.agent
+                    .add_user_message(&config.run, &mut state, &message)?;
+            }
+        }
+        let reason = "the server stopped while the conversation was running";
+        let error = events::new_event(
+            "error",
+            events::ENVIRONMENT,
+            json!({"description": reason, "error_code": 1, "msg": reason, "success": false}),
+        );
+        let stored = self
+            .store
+            .append(id, vec![error, events::state_update("error", Some(reason))])
+            .await?;
+        row.status = "error".into();
+        row.reason = Some(reason.into());
+        row.state = to_json(&state)?;
+        row.state_event_id = stored.last().map_or(after, |e| e.id);
+        row.updated_at = Utc::now();
+        self.store.update(&row).await?;
+        tracing::warn!(conversation = %id, "a run whose server stopped is now `error`; `run` continues it");
+        Ok(())
+    }
+
+    /// Keeps this replica's leases, takes over runs whose replica stopped, and applies the
+    /// commands other replicas queue. Ends when the service is dropped.
+    pub fn maintain(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let period = self.lease / 3;
+        let mut commands = self.store.subscribe_commands();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(period);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut last_renewed = Instant::now();
+            loop {
+                let woken = tokio::select! {
+                    _ = every.tick() => None,
+                    woken = commands.recv() => Some(woken),
+                };
+                let Some(this) = weak.upgrade() else { return };
+                match woken {
+                    Some(Ok(id)) => {
+                        if this.live_run(id).is_some() {
+                            this.settle_commands(id).await;
+                        }
+                    }
+                    // Fell behind: take everything queued for this replica.
+                    Some(Err(_)) => this.take_own_commands().await,
+                    None => {
+                        this.renew_leases(&mut last_renewed).await;
+                        if let Err(e) = this.recover().await {
+                            tracing::warn!(error = %e, "cannot settle runs whose replica stopped");
+                        }
+                        this.take_own_commands().await;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn take_own_commands(self: &Arc<Self>) {
+        match self.store.take_commands(self.replica).await {
+            Ok(commands) => self.apply_commands(commands).await,
+            Err(e) => tracing::warn!(error = %e, "cannot take queued commands"),
+        }
+    }
+
+    /// Renews every lease held here. A run whose lease was lost, or that could not be
+    /// renewed for most of its length, is interrupted: another replica may take it over, and
+    /// two must never run one conversation.
+    async fn renew_leases(&self, last_renewed: &mut Instant) {
+        let live: Vec<Uuid> = self
+            .live
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .copied()
+            .collect();
+        match self
+            .store
+            .renew(self.replica, Utc::now() + self.lease)
+            .await
+        {
+            Ok(held) => {
+                *last_renewed = Instant::now();
+                for id in live.iter().filter(|id| !held.contains(id)) {
+                    tracing::error!(conversation = %id, "this replica lost a running conversation's lease; interrupting its run");
+                    if let Some(run) = self.live_run(*id) {
+                        run.control.interrupt();
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot renew the leases of running conversations");
+                if last_renewed.elapsed() > self.lease * 2 / 3 {
+                    for id in live {
+                        if let Some(run) = self.live_run(id) {
+                            run.control.interrupt();
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn message_of(payload: &serde_json::Value) -> Option<UserMessage> {
+    Some(UserMessage {
+        text: payload.get("content")?.as_str()?.to_owned(),
+        images: match payload.get("images") {
+            Some(images) if !images.is_null() => serde_json::from_value(images.clone()).ok()?,
+            _ => Vec::new(),
+        },
+    })
+}
+
+/// The queued form of a message sent to a conversation running elsewhere.
+pub(super) fn message_payload(message: &UserMessage) -> serde_json::Value {
+    json!({"content": message.text, "images": message.images})
+}
