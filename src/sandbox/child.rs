@@ -113,6 +113,8 @@ pub(super) struct Plan {
     last_cap: libc::c_ulong,
     /// The Landlock ruleset to enter (`None`: the kernel has no Landlock).
     ruleset: Option<OwnedFd>,
+    /// triage's pid: the tool's processes die when it does (`guard`).
+    triage: libc::pid_t,
 }
 
 impl Plan {
@@ -147,6 +149,8 @@ impl Plan {
             ],
             last_cap: last_capability(),
             ruleset,
+            // SAFETY: getpid only reads the calling process's id.
+            triage: unsafe { libc::getpid() },
         }
     }
 
@@ -202,8 +206,9 @@ impl Plan {
                     return Err(io::Error::last_os_error());
                 }
             }
+            // Last, so that the guard is as confined as its command.
+            super::guard::split(self.triage)
         }
-        Ok(())
     }
 }
 

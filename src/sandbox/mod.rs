@@ -12,6 +12,7 @@
 //! wherever the tools' user may. Neither can read triage's own files.
 
 mod child;
+mod guard;
 mod rules;
 
 use std::os::fd::OwnedFd;
@@ -202,7 +203,8 @@ impl Sandbox {
         };
         let plan = child::Plan::new(&inner.identity, &inner.limits, ruleset);
         // SAFETY: `Plan::apply` only makes async-signal-safe system calls (setrlimit,
-        // setgroups, setgid, setuid, prctl, landlock_restrict_self) on data prepared here.
+        // setgroups, setgid, setuid, prctl, landlock_restrict_self, fork) on data prepared
+        // here.
         unsafe {
             cmd.pre_exec(move || plan.apply());
         }

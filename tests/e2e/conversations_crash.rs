@@ -1,6 +1,7 @@
 //! `kill -9` in the middle of a run: the real binary, a stand-in LLM that never finishes, a
 //! restart on the same SQLite file. What a client was sent is still there, the conversation
-//! says the server stopped, and `run` continues it with a history the LLM accepts.
+//! says the server stopped, and `run` continues it with a history the LLM accepts; the tool's
+//! processes, a pipeline's included, died with the server.
 
 use std::time::Duration;
 
@@ -40,7 +41,7 @@ async fn a_run_cut_by_kill_9_comes_back_as_error_and_continues_with_a_valid_hist
     llm.push(Step::tool(
         "stuck",
         "bash",
-        json!({"command": "tail -f /dev/null", "timeout": 60}),
+        json!({"command": "tail -n 7341 -f /dev/null | cat", "timeout": 60}),
     ));
     let port = crate::helpers::free_port();
     let config = config_for(&llm, &format!("[server]\nport = {port}\n"));
@@ -75,8 +76,25 @@ async fn a_run_cut_by_kill_9_comes_back_as_error_and_continues_with_a_valid_hist
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(seen > 0, "the tool never started");
+    let mut tails = Vec::new();
+    for _ in 0..100 {
+        tails = processes_with("7341");
+        if !tails.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!tails.is_empty(), "the command is running");
     server.start_kill().unwrap();
     server.wait().await.unwrap();
+    // No orphan: the pipeline's processes die with the server.
+    for _ in 0..100 {
+        if processes_with("7341").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(processes_with("7341"), Vec::<u32>::new(), "orphaned");
 
     let mut server = serve(&config, port).await;
     let info = get(&base, &format!("/api/conversations/{id}")).await;
@@ -124,4 +142,18 @@ async fn a_run_cut_by_kill_9_comes_back_as_error_and_continues_with_a_valid_hist
     );
     server.start_kill().unwrap();
     let _ = server.wait().await;
+}
+
+/// Processes whose command line has `marker` as an argument.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == marker.as_bytes()))
+        })
+        .collect()
 }

@@ -405,7 +405,7 @@ mod tests {
             &ToolContext::default(),
         )
         .await;
-        assert_eq!(out.status, ToolStatus::Success);
+        assert_eq!(out.status, ToolStatus::Success, "{out:?}");
         let out = invoke(
             &t,
             json!({"command": "echo hi", "suggested_prefixes": ["kubectl get"]}),
