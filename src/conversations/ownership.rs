@@ -5,6 +5,7 @@
 //! one settles it (`error`, "the server stopped", a valid history), as a restart would.
 //! Commands for a conversation running elsewhere are queued in the store for its owner.
 
+use std::collections::HashSet;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -357,6 +358,7 @@ impl Conversations {
         {
             Ok(held) => {
                 *last_renewed = Instant::now();
+                let held: HashSet<Uuid> = held.into_iter().collect();
                 for id in live.iter().filter(|id| !held.contains(id)) {
                     tracing::error!(conversation = %id, "this replica lost a running conversation's lease; interrupting its run");
                     if let Some(run) = self.live_run(*id) {
