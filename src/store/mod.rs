@@ -172,6 +172,8 @@ struct Inner {
     appends: mpsc::Sender<appender::Command>,
     announcements: broadcast::Sender<(Uuid, u64)>,
     commands: broadcast::Sender<Uuid>,
+    /// The database's clock minus this machine's, in µs (`Store::now`).
+    clock_offset_us: std::sync::atomic::AtomicI64,
     appender: Mutex<Option<JoinHandle<()>>>,
     listener: Option<JoinHandle<()>>,
 }
@@ -217,6 +219,7 @@ impl Store {
                 appends,
                 announcements,
                 commands,
+                clock_offset_us: std::sync::atomic::AtomicI64::new(0),
                 appender: Mutex::new(Some(appender)),
                 listener,
             }),
