@@ -1,9 +1,12 @@
-//! The command line: `ask` (in-process or against `--server`), `models`, `check`. Progress
-//! goes to stderr, the answer (markdown) to stdout, so `triage ask … > answer.md` works.
+//! The command line: `ask` (in-process or against `--server`), `models`, `check`,
+//! `conversations` (a client of a running server). Progress goes to stderr, the answer
+//! (markdown) to stdout, so `triage ask … > answer.md` works.
 
 mod check;
+mod conversations;
 
 pub use check::{check, models, startup_exit};
+pub use conversations::{ConversationCommand, ConversationsArgs, conversations};
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -81,6 +84,11 @@ pub fn behavior_controls(pairs: &[String]) -> Result<HashMap<String, bool>, Stri
 
 /// The `/api/chat` URL of a running triage, from what the user gave `--server`.
 fn server_chat_url(given: &str) -> Result<String, String> {
+    Ok(format!("{}/api/chat", server_base_url(given)?))
+}
+
+/// The base URL of a running triage (no trailing slash), from what the user gave `--server`.
+fn server_base_url(given: &str) -> Result<String, String> {
     let example = "e.g. --server http://127.0.0.1:5050";
     let parsed = url::Url::parse(given).ok().filter(|u| u.has_host());
     let Some(url) = parsed.filter(|u| matches!(u.scheme(), "http" | "https")) else {
@@ -89,8 +97,8 @@ fn server_chat_url(given: &str) -> Result<String, String> {
              ({example}); got '{given}'"
         ));
     };
-    if url.path().trim_end_matches('/').is_empty() {
-        return Ok(format!("{}/api/chat", given.trim_end_matches('/')));
+    if url.path().trim_end_matches('/').is_empty() && url.query().is_none() {
+        return Ok(given.trim_end_matches('/').to_owned());
     }
     let base = format!(
         "{}://{}",
