@@ -15,6 +15,7 @@ mod browser_guard;
 mod chat_basic;
 mod ci_prerequisites;
 mod cli;
+mod cli_conversations;
 mod compaction;
 mod config_honesty;
 mod conversation;
