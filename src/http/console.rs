@@ -1,6 +1,7 @@
-//! The browser console at `/`: one page and its script and style sheet, embedded in the
-//! binary (no build step, nothing fetched at run time). The page holds no secret, so its
-//! exact paths are exempt from API keys (`auth::EXEMPT`); the API calls it makes are not.
+//! The browser console at `/`: one page, its scripts (the chat view, the conversations view)
+//! and style sheet, embedded in the binary (no build step, nothing fetched at run time). The
+//! page holds no secret, so its exact paths are exempt from API keys (`auth::EXEMPT`); the API
+//! calls it makes are not.
 
 use std::sync::LazyLock;
 
@@ -14,12 +15,15 @@ use super::AppState;
 
 pub const INDEX_PATH: &str = "/";
 pub const SCRIPT_PATH: &str = "/console/app.js";
+/// The conversations view (server-side conversations), beside the chat view of `app.js`.
+pub const CONVERSATIONS_SCRIPT_PATH: &str = "/console/conversations.js";
 pub const STYLE_PATH: &str = "/console/style.css";
 /// The README, for the console's "how to configure a model" link (public documentation).
 pub const README_PATH: &str = "/console/readme.md";
 
 const INDEX_HTML: &str = include_str!("console/index.html");
 const APP_JS: &str = include_str!("console/app.js");
+const CONVERSATIONS_JS: &str = include_str!("console/conversations.js");
 const STYLE_CSS: &str = include_str!("console/style.css");
 const README: &str = include_str!("../../README.md");
 
@@ -33,6 +37,7 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 static PAGE: LazyLock<String> = LazyLock::new(|| {
     let mut hash = Sha256::new();
     hash.update(APP_JS);
+    hash.update(CONVERSATIONS_JS);
     hash.update(STYLE_CSS);
     let version: String = hash.finalize()[..6]
         .iter()
@@ -45,6 +50,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route(INDEX_PATH, get(index))
         .route(SCRIPT_PATH, get(script))
+        .route(CONVERSATIONS_SCRIPT_PATH, get(conversations_script))
         .route(STYLE_PATH, get(style))
         .route(README_PATH, get(readme))
 }
@@ -70,6 +76,15 @@ async fn index() -> Response {
 async fn script() -> Response {
     asset(
         APP_JS,
+        "text/javascript; charset=utf-8",
+        "public, max-age=86400",
+        &[],
+    )
+}
+
+async fn conversations_script() -> Response {
+    asset(
+        CONVERSATIONS_JS,
         "text/javascript; charset=utf-8",
         "public, max-age=86400",
         &[],
@@ -113,6 +128,7 @@ mod tests {
     fn the_page_names_its_versioned_assets() {
         assert!(!PAGE.contains("__ASSET_VERSION__"));
         assert!(PAGE.contains(&format!("{SCRIPT_PATH}?v=")));
+        assert!(PAGE.contains(&format!("{CONVERSATIONS_SCRIPT_PATH}?v=")));
         assert!(PAGE.contains(&format!("{STYLE_PATH}?v=")));
     }
 
