@@ -54,15 +54,17 @@ async fn printed_kinds_ids(app: &TestApp, id: &str) -> Vec<u64> {
         .unwrap()
         .iter()
         .filter(|e| {
-            !matches!(
-                e["kind"].as_str().unwrap(),
-                "message" | "message_replaced" | "token_count"
-            ) && !(e["kind"] == "ai_message"
+            let silent_message = e["kind"] == "ai_message"
                 && e["payload"]["content"]
                     .as_str()
                     .unwrap_or("")
                     .trim()
-                    .is_empty())
+                    .is_empty();
+            let internal = matches!(
+                e["kind"].as_str().unwrap(),
+                "message" | "message_replaced" | "token_count"
+            );
+            !internal && !silent_message
         })
         .map(|e| e["id"].as_u64().unwrap())
         .collect()
