@@ -4,7 +4,9 @@
 use serde_json::{Map, Value, json};
 
 use super::SCHEMAS;
-use crate::http::console::{INDEX_PATH, README_PATH, SCRIPT_PATH, STYLE_PATH};
+use crate::http::console::{
+    CONVERSATIONS_SCRIPT_PATH, INDEX_PATH, README_PATH, SCRIPT_PATH, STYLE_PATH,
+};
 
 fn chat_examples() -> Value {
     let paused = json!([
@@ -255,6 +257,12 @@ pub(super) fn paths_document(
             SCRIPT_PATH,
             "consoleScript",
             "The console's script",
+            "text/javascript",
+        ),
+        (
+            CONVERSATIONS_SCRIPT_PATH,
+            "consoleConversationsScript",
+            "The console's conversations view",
             "text/javascript",
         ),
         (
