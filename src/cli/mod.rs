@@ -4,6 +4,7 @@
 
 mod check;
 mod conversations;
+mod terminal;
 
 pub use check::{check, models, startup_exit};
 pub use conversations::{ConversationCommand, ConversationsArgs, conversations};
@@ -126,12 +127,17 @@ impl From<String> for Failure {
 impl Failure {
     /// Prints the message and gives the exit code.
     fn exit(self) -> ExitCode {
+        ExitCode::from(self.report())
+    }
+
+    /// Prints the message (it may quote a server: escaped) and gives the bare exit code.
+    fn report(self) -> u8 {
         let (code, message) = match self {
             Failure::Usage(m) => (EXIT_USAGE, m),
             Failure::Runtime(m) => (EXIT_ERROR, m),
         };
-        eprintln!("triage: {message}");
-        ExitCode::from(code)
+        eprintln!("triage: {}", terminal::clean_text(&message));
+        code
     }
 }
 

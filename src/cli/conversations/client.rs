@@ -7,13 +7,16 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::super::terminal::{clean_text, truncate};
 use super::super::{Failure, server_base_url};
-use super::render::{clean_text, truncate};
 use crate::config::Settings;
 use crate::startup::install_crypto_provider;
 
 /// A server's `{"detail"}` is shown up to this many characters.
 const DETAIL_MAX: usize = 2000;
+/// The largest JSON answer read (a page of 100 conversations is far smaller): a server that
+/// sends without end fails the command instead of filling memory.
+const BODY_MAX: usize = 64 * 1024 * 1024;
 
 pub(super) struct Client {
     /// The server's base URL, no trailing slash.
@@ -42,6 +45,8 @@ impl Client {
         install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // A redirect would carry X-API-Key to wherever the server points.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| Failure::Runtime(e.to_string()))?;
         Ok(Client { base, key, http })
@@ -86,11 +91,10 @@ impl Client {
         if !response.status().is_success() {
             return Err(refusal(response).await);
         }
-        let text = response
-            .text()
+        let bytes = read_capped(response, BODY_MAX)
             .await
             .map_err(|e| Failure::Runtime(format!("reading the answer of {path}: {e}")))?;
-        serde_json::from_str(&text).map_err(|e| {
+        serde_json::from_slice(&bytes).map_err(|e| {
             Failure::Runtime(format!(
                 "the server's answer to {path} is not what triage expects ({e}); is {} a triage \
                  server of the same version?",
@@ -137,11 +141,26 @@ pub(super) fn listen_url(settings: &Settings) -> String {
     format!("{scheme}://{host}:{}", settings.server.port)
 }
 
+/// The body, or an error once it exceeds `cap` bytes.
+async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > cap {
+            return Err(format!("the answer is larger than {} MiB", cap >> 20));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// A non-2xx answer as a `Failure`: 400 and 422 mean the command asked for something the
 /// server refuses (a usage error, exit 2); anything else is a runtime failure (exit 1).
 pub(super) async fn refusal(response: reqwest::Response) -> Failure {
     let status = response.status();
-    let text = response.text().await.unwrap_or_default();
+    let text = read_capped(response, DETAIL_MAX * 64)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_else(|e| e);
     let detail = serde_json::from_str::<Value>(&text)
         .ok()
         .and_then(|v| {

@@ -31,10 +31,11 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::Failure;
+use super::terminal::json_for_terminal;
 use crate::config::Settings;
 use crate::conversations::api::ConversationInfo;
 use client::Client;
-use render::{event_text, info_text, json_for_terminal, list_header, list_row};
+use render::{event_text, info_text, list_header, list_row};
 
 #[derive(Debug, clap::Args)]
 pub struct ConversationsArgs {

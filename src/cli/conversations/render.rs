@@ -1,80 +1,17 @@
 //! What `triage conversations` prints. Everything here comes from a server, and through it from
-//! a model or another user, so nothing reaches the terminal raw: control characters (escape
-//! sequences that recolour, retitle or rewrite the screen, carriage returns that overwrite a
-//! line) and bidirectional overrides are shown escaped, and one-line fields stay on one line.
+//! a model or another user, so nothing reaches the terminal raw (`cli::terminal`), and one-line
+//! fields stay on one line, cut to a readable length.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::cli::terminal::{clean_line, clean_text, truncate};
 use crate::conversations::api::{ConversationInfo, PendingAction};
 
 /// Characters a single-line field (a title, a tool name) is cut to.
 pub(super) const FIELD_MAX: usize = 200;
 /// Characters a tool's output or an event payload is cut to in `watch`.
 const BODY_MAX: usize = 4000;
-
-/// `s` safe for a terminal, keeping line breaks and tabs.
-pub(super) fn clean_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c == '\n' || c == '\t' || !unsafe_char(c) {
-            out.push(c);
-        } else {
-            out.push_str(&escaped(c));
-        }
-    }
-    out
-}
-
-/// `s` safe for a terminal on one line: line breaks become spaces.
-pub(super) fn clean_line(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' | '\t' => out.push(' '),
-            c if unsafe_char(c) => out.push_str(&escaped(c)),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Control characters (C0, DEL, C1 — C1 includes the 8-bit CSI), the bidirectional controls
-/// that reorder what follows them, and the line/paragraph separators.
-fn unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{2028}' | '\u{2029}')
-}
-
-fn escaped(c: char) -> String {
-    format!("\\u{{{:x}}}", c as u32)
-}
-
-/// JSON for a terminal: serde escapes C0 controls, this escapes the rest `unsafe_char` names
-/// (they can only stand inside strings, so the result is the same JSON).
-pub(super) fn json_for_terminal(value: &Value) -> String {
-    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c != '\n' && unsafe_char(c) {
-            out.push_str(&format!("\\u{:04x}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// At most `max` characters of `s`, with an ellipsis and the count of what was cut.
-pub(super) fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_owned(),
-        Some((at, _)) => {
-            let rest = s[at..].chars().count();
-            format!("{}… ({rest} more characters)", &s[..at])
-        }
-    }
-}
 
 pub(super) fn field(s: &str) -> String {
     truncate(&clean_line(s), FIELD_MAX)
@@ -284,29 +221,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn escape_sequences_never_reach_the_terminal() {
-        let hostile = "red\x1b[31m title\x1b]0;pwned\x07 \r over\u{9b}2J \u{202e}txt.exe";
-        for out in [clean_text(hostile), clean_line(hostile)] {
-            assert!(
-                !out.chars().any(unsafe_char),
-                "an unsafe character survived: {out:?}"
-            );
-            assert!(out.contains("\\u{1b}[31m"), "{out}");
-        }
-        assert_eq!(clean_text("a\nb\tc"), "a\nb\tc");
-        assert_eq!(clean_line("a\nb"), "a b");
-        let json = json_for_terminal(&json!({"t": "\u{1b}\u{9b}\u{202e}x"}));
-        assert!(!json.chars().any(|c| c != '\n' && unsafe_char(c)), "{json}");
-        assert_eq!(
-            serde_json::from_str::<Value>(&json).unwrap()["t"],
-            "\u{1b}\u{9b}\u{202e}x"
-        );
-    }
-
-    #[test]
-    fn long_fields_are_cut_and_say_so() {
-        assert_eq!(truncate("abcdef", 3), "abc… (3 more characters)");
-        assert_eq!(truncate("abc", 3), "abc");
+    fn long_fields_are_cut() {
         assert!(field(&"x".repeat(100_000)).chars().count() < FIELD_MAX + 40);
     }
 

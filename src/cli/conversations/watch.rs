@@ -31,6 +31,13 @@ pub const EXIT_STUCK: u8 = 5;
 const SILENCE: Duration = Duration::from_secs(60);
 /// How long reconnecting may fail in a row before `watch` gives up.
 const RECONNECT_FOR: Duration = Duration::from_secs(60);
+/// A connection that lasted this long, or brought an event, was a good one: the next drop
+/// starts the backoff over. One that a server ends at once is a failure like any other, so a
+/// server that keeps doing so is not asked again and again without pause, for ever.
+const HEALTHY_AFTER: Duration = Duration::from_secs(5);
+/// A frame longer than this (a server that never ends one) breaks the connection instead of
+/// filling memory.
+const FRAME_MAX: usize = 64 * 1024 * 1024;
 
 /// The exit code for a status the conversation stays in until someone acts; `None` while it
 /// runs (or is being deleted: the stream then ends and the reconnect finds it gone).
@@ -99,7 +106,7 @@ impl Follower {
     }
 
     async fn follow(&mut self, response: reqwest::Response) -> Dropped {
-        let mut events = response.bytes_stream().eventsource();
+        let mut events = capped_frames(response).eventsource();
         loop {
             let next = match tokio::time::timeout(SILENCE, events.next()).await {
                 Err(_) => return Dropped::Broken(format!("nothing for {} s", SILENCE.as_secs())),
@@ -112,6 +119,30 @@ impl Follower {
             }
         }
     }
+}
+
+/// The body as a byte stream that fails once `FRAME_MAX` bytes pass without a frame ending.
+fn capped_frames(
+    response: reqwest::Response,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> {
+    let mut open = 0usize;
+    response.bytes_stream().map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        let boundary = chunk
+            .windows(2)
+            .rposition(|w| w == b"\n\n" || w == b"\r\r" || w == b"\n\r");
+        open = match boundary {
+            Some(at) => chunk.len() - at,
+            None => open + chunk.len(),
+        };
+        if open > FRAME_MAX {
+            return Err(std::io::Error::other(format!(
+                "an event larger than {} MiB",
+                FRAME_MAX >> 20
+            )));
+        }
+        Ok(chunk)
+    })
 }
 
 /// Prints the conversation's events after `after` and follows it until it stops.
@@ -149,12 +180,17 @@ impl Follower {
             let last = (self.last > 0).then_some(self.last);
             let why = match client.send_raw(Method::GET, &path, None, last).await {
                 Ok(response) if response.status().is_success() => {
-                    failing_since = None;
-                    backoff = Duration::from_millis(250);
-                    match self.follow(response).await {
+                    let opened = Instant::now();
+                    let before = self.last;
+                    let why = match self.follow(response).await {
                         Dropped::Stopped(code) => return self.stop(code),
                         Dropped::Broken(why) => why,
+                    };
+                    if self.last > before || opened.elapsed() >= HEALTHY_AFTER {
+                        failing_since = None;
+                        backoff = Duration::from_millis(250);
                     }
+                    why
                 }
                 Ok(response) if response.status() == StatusCode::NOT_FOUND => {
                     eprintln!(
@@ -167,16 +203,17 @@ impl Follower {
                 Ok(response) if response.status().is_server_error() => {
                     refusal(response).await.message()
                 }
-                Ok(response) => return refusal(response).await.exit_code(),
+                Ok(response) => return refusal(response).await.report(),
                 Err(failure) => failure.message(),
             };
             let since = *failing_since.get_or_insert_with(Instant::now);
             if since.elapsed() > RECONNECT_FOR {
                 eprintln!(
                     "triage: lost the conversation's stream after event {} and could not \
-                     reconnect for {} s: {why}",
+                     reconnect for {} s: {}",
                     self.last,
-                    RECONNECT_FOR.as_secs()
+                    RECONNECT_FOR.as_secs(),
+                    field(&why)
                 );
                 return EXIT_ERROR;
             }
@@ -207,16 +244,6 @@ impl Failure {
         match self {
             Failure::Usage(m) | Failure::Runtime(m) => m,
         }
-    }
-
-    /// Prints the message and gives the bare exit code.
-    fn exit_code(self) -> u8 {
-        let (code, message) = match self {
-            Failure::Usage(m) => (super::super::EXIT_USAGE, m),
-            Failure::Runtime(m) => (EXIT_ERROR, m),
-        };
-        eprintln!("triage: {message}");
-        code
     }
 }
 

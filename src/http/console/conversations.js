@@ -16,6 +16,14 @@
   const LIST_REFRESH_MS = 15000;
   const RETRY_FIRST_MS = 250;
   const RETRY_MAX_MS = 5000;
+  // A connection that lasted this long or brought an event was good: the backoff starts over.
+  // One a server ends at once counts as a failure, so it is not asked again without pause.
+  const HEALTHY_AFTER_MS = 5000;
+  // Markdown is rendered from at most this much text (a huge answer would freeze the tab).
+  const MARKDOWN_MAX_CHARS = 100000;
+  // A frame longer than this (a server that never ends one) breaks the connection.
+  const FRAME_MAX_CHARS = 16 * 1024 * 1024;
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
   const RUNNING = new Set(["running"]);
   const RESUMABLE = new Set(["idle", "paused", "error", "stuck"]);
   const STATUS_LABELS = {
@@ -85,9 +93,10 @@
 
   function markdown(className, source) {
     const div = el("div", `markdown ${className}`);
+    const text = clip(source, MARKDOWN_MAX_CHARS);
     const render = window.triageConsole && window.triageConsole.renderMarkdown;
-    if (render) div.innerHTML = render(source); // renderMarkdown escapes all HTML first
-    else div.textContent = String(source ?? "");
+    if (render) div.innerHTML = render(text); // renderMarkdown escapes all HTML first
+    else div.textContent = text;
     return div;
   }
 
@@ -200,7 +209,7 @@
       return;
     }
     if (conv.view !== "conversations") setView("conversations", { updateHash: false });
-    if (m[1] && m[1] !== conv.openId) openConversation(m[1].toLowerCase());
+    if (m[1] && m[1].toLowerCase() !== conv.openId) openConversation(m[1]);
   }
 
   // ---------------------------------------------------------------- the list
@@ -262,10 +271,12 @@
 
   function updateListItem(info) {
     const item = conv.items.find((c) => c.id === info.id);
-    if (item) {
-      Object.assign(item, info);
-      renderList();
+    if (!item) return;
+    // Only the fields shown, copied one by one (a server's JSON is never merged wholesale).
+    for (const field of ["execution_status", "title", "updated_at"]) {
+      if (typeof info[field] === "string") item[field] = info[field];
     }
+    renderList();
   }
 
   async function startConversation(text) {
@@ -290,7 +301,9 @@
 
   // ---------------------------------------------------------------- one conversation
 
-  function openConversation(id) {
+  function openConversation(raw) {
+    const id = String(raw || "").toLowerCase();
+    if (!UUID.test(id)) return; // only a conversation id ever goes into a request path
     if (conv.controller) conv.controller.abort();
     const controller = new AbortController();
     Object.assign(conv, {
@@ -395,13 +408,21 @@
       else if (field === "data") frame.data.push(value);
       else if (field === "id") frame.id = value;
     };
+    let open = 0; // characters since the last frame ended
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
       buffer += decoder.decode(value, { stream: true });
       const lines = buffer.split(/\r\n|\n|\r(?!$)/);
       buffer = lines.pop();
-      lines.forEach(line);
+      for (const l of lines) {
+        open = l === "" ? 0 : open + l.length;
+        line(l);
+      }
+      if (open + buffer.length > FRAME_MAX_CHARS) {
+        await reader.cancel();
+        throw new Error("an event larger than the console reads");
+      }
     }
   }
 
@@ -434,7 +455,8 @@
         why = `HTTP ${response.status}: ${detail}`;
       } else if (response) {
         setLive("live", "Live");
-        delay = RETRY_FIRST_MS;
+        const opened = Date.now();
+        const before = conv.lastId;
         try {
           await readFrames(response.body, (frame) => {
             if (!signal.aborted) take(frame);
@@ -444,6 +466,7 @@
           why = e.message;
         }
         if (signal.aborted) return;
+        if (conv.lastId > before || Date.now() - opened >= HEALTHY_AFTER_MS) delay = RETRY_FIRST_MS;
       }
       setLive("reconnecting", "Reconnecting…");
       $("conv-live").title = clip(why, 500);
