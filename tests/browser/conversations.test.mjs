@@ -9,12 +9,13 @@ import { existsSync, rmSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { launchBrowser, newPage, screenshotPath, startCuttingProxy, startHarness } from "./harness.mjs";
 
+const API_KEY = `conv-key-${randomBytes(6).toString("hex")}`;
 let harness;
 let browser;
 let proxy;
 
 before(async () => {
-  [harness, browser] = await Promise.all([startHarness(), launchBrowser()]);
+  [harness, browser] = await Promise.all([startHarness({ apiKey: API_KEY }), launchBrowser()]);
   proxy = await startCuttingProxy(harness.triage);
 });
 
@@ -252,6 +253,72 @@ test("conversations: status filter, title filter and paging", async () => {
     assert.deepEqual(page.errors, []);
   } finally {
     for (const id of ids) await api("DELETE", `/api/conversations/${id}`);
+    await page.context().close();
+  }
+});
+
+test("conversations: hostile titles, messages, model text and tool output stay text", async () => {
+  const XSS = "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>";
+  await harness.script([
+    {
+      content: `Look: ${XSS} [click](javascript:window.__pwned=3)`,
+      tool_calls: [
+        { id: "out", name: "bash", arguments: { command: `echo '${XSS}'` } },
+        { id: "ask", name: "bash", arguments: { command: `touch '/tmp/${XSS}'` } },
+      ],
+    },
+    { text: `# ${XSS}\n\n<iframe src="javascript:window.__pwned=4"></iframe>` },
+  ]);
+  const created = await api("POST", "/api/conversations", {
+    title: `${XSS} ${"long ".repeat(20000)}`,
+    tags: { team: XSS.slice(0, 200) },
+    initial_message: { content: XSS },
+  });
+  const page = await newPage(browser, { width: 900, height: 700 });
+  try {
+    await page.goto(`${harness.triage}/#conversations/${created.id}`);
+    const panel = page.locator("#conv-approvals .approval");
+    await panel.waitFor();
+    assert.match(await panel.locator(".approval-desc").textContent(), /touch '\/tmp\/<img src=x/);
+    await panel.locator("button.deny").click();
+    await page.locator("#conv-log .answer").waitFor();
+    await page.locator("#conv-badge .badge[data-status='finished']").waitFor();
+    await panel.waitFor({ state: "detached" });
+    const output = page.locator("details.tool[data-tool-call-id='out'] pre.output");
+    assert.match(await output.textContent(), /<img src=x onerror/);
+    assert.equal(await page.locator("#conv-log .answer h1").textContent(), XSS);
+    assert.equal(await page.locator("#conv-log .msg.user .user-text").textContent(), XSS);
+    const title = await page.locator("#conv-title").textContent();
+    assert.ok(title.startsWith(XSS) && title.length < 400, `title clipped (${title.length})`);
+    assert.equal(await page.locator("img, iframe, object, embed, script:not([src])").count(), 0);
+    assert.equal(await page.locator("a[href^='javascript']").count(), 0);
+    assert.equal(await page.evaluate(() => window.__pwned), undefined);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 0, `a long title does not widen the page (${overflow}px)`);
+    await page.screenshot({ path: screenshotPath("conversations-hostile") });
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await page.context().close();
+  }
+});
+
+test("conversations: a server with API keys asks for one, then lists and streams with it", async () => {
+  await harness.script([{ text: "Keyed answer." }]);
+  const page = await newPage(browser);
+  try {
+    await page.goto(`${harness.triageKeyed}/#conversations`);
+    await page.locator("#key-panel").waitFor();
+    await page.locator("#conv-list-message", { hasText: "HTTP 401" }).waitFor();
+    await page.fill("#api-key", API_KEY);
+    await page.click("#key-form button[type=submit]");
+    await page.locator("#conv-list-message", { hasText: "No conversations yet." }).waitFor();
+    await page.fill("#conv-new-text", "Hello with a key");
+    await page.press("#conv-new-text", "Enter");
+    await page.locator("#conv-log .answer", { hasText: "Keyed answer." }).waitFor();
+    await page.locator(".conv-item .badge[data-status='finished']").waitFor();
+    assert.equal(await page.locator("#conv-live").getAttribute("data-state"), "live");
+    assert.deepEqual(page.errors, []);
+  } finally {
     await page.context().close();
   }
 });

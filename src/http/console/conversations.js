@@ -368,6 +368,8 @@
     $("conv-interrupt").disabled = !running;
     $("conv-run").disabled = !RESUMABLE.has(status);
     const waiting = status === "waiting_for_confirmation";
+    // Answered (here or elsewhere): the panel goes now; the info read next rebuilds it if due.
+    if (!waiting) $("conv-approvals").replaceChildren();
     $("conv-send").disabled = waiting;
     $("conv-send-text").disabled = waiting;
     $("conv-send-text").placeholder = waiting
