@@ -15,6 +15,8 @@ use super::AppState;
 
 pub const INDEX_PATH: &str = "/";
 pub const SCRIPT_PATH: &str = "/console/app.js";
+/// One server-side conversation's event log and stream, for the conversations view.
+pub const CONVERSATION_LOG_SCRIPT_PATH: &str = "/console/conversation-log.js";
 /// The conversations view (server-side conversations), beside the chat view of `app.js`.
 pub const CONVERSATIONS_SCRIPT_PATH: &str = "/console/conversations.js";
 pub const STYLE_PATH: &str = "/console/style.css";
@@ -23,7 +25,14 @@ pub const README_PATH: &str = "/console/readme.md";
 
 const INDEX_HTML: &str = include_str!("console/index.html");
 const APP_JS: &str = include_str!("console/app.js");
+const CONVERSATION_LOG_JS: &str = include_str!("console/conversation-log.js");
 const CONVERSATIONS_JS: &str = include_str!("console/conversations.js");
+/// Every script of the page, in the order it loads them.
+const SCRIPTS: [(&str, &str); 3] = [
+    (SCRIPT_PATH, APP_JS),
+    (CONVERSATION_LOG_SCRIPT_PATH, CONVERSATION_LOG_JS),
+    (CONVERSATIONS_SCRIPT_PATH, CONVERSATIONS_JS),
+];
 const STYLE_CSS: &str = include_str!("console/style.css");
 const README: &str = include_str!("../../README.md");
 
@@ -36,8 +45,9 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 /// while a new binary's page never runs an old script.
 static PAGE: LazyLock<String> = LazyLock::new(|| {
     let mut hash = Sha256::new();
-    hash.update(APP_JS);
-    hash.update(CONVERSATIONS_JS);
+    for (_, script) in SCRIPTS {
+        hash.update(script);
+    }
     hash.update(STYLE_CSS);
     let version: String = hash.finalize()[..6]
         .iter()
@@ -49,8 +59,15 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(INDEX_PATH, get(index))
-        .route(SCRIPT_PATH, get(script))
-        .route(CONVERSATIONS_SCRIPT_PATH, get(conversations_script))
+        .route(SCRIPT_PATH, get(|| async { script(APP_JS) }))
+        .route(
+            CONVERSATION_LOG_SCRIPT_PATH,
+            get(|| async { script(CONVERSATION_LOG_JS) }),
+        )
+        .route(
+            CONVERSATIONS_SCRIPT_PATH,
+            get(|| async { script(CONVERSATIONS_JS) }),
+        )
         .route(STYLE_PATH, get(style))
         .route(README_PATH, get(readme))
 }
@@ -73,18 +90,9 @@ async fn index() -> Response {
     )
 }
 
-async fn script() -> Response {
+fn script(body: &'static str) -> Response {
     asset(
-        APP_JS,
-        "text/javascript; charset=utf-8",
-        "public, max-age=86400",
-        &[],
-    )
-}
-
-async fn conversations_script() -> Response {
-    asset(
-        CONVERSATIONS_JS,
+        body,
         "text/javascript; charset=utf-8",
         "public, max-age=86400",
         &[],
@@ -127,8 +135,9 @@ mod tests {
     #[test]
     fn the_page_names_its_versioned_assets() {
         assert!(!PAGE.contains("__ASSET_VERSION__"));
-        assert!(PAGE.contains(&format!("{SCRIPT_PATH}?v=")));
-        assert!(PAGE.contains(&format!("{CONVERSATIONS_SCRIPT_PATH}?v=")));
+        for (path, _) in SCRIPTS {
+            assert!(PAGE.contains(&format!("{path}?v=")), "{path}");
+        }
         assert!(PAGE.contains(&format!("{STYLE_PATH}?v=")));
     }
 

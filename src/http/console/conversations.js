@@ -1,49 +1,21 @@
 // triage console, conversations view: the conversations that live on the server
 // (/api/conversations). A list with status badges, a status filter and paging; one
-// conversation's events replayed from the store and then followed live over its event stream,
-// resumed with Last-Event-ID when the connection drops (as fetch-event-source does), so each
-// event is shown exactly once; pause, interrupt, resume, approvals and a message box.
+// conversation opened with its events replayed from the store and then followed live
+// (conversation-log.js); pause, interrupt, resume, approvals and a message box.
 //
 // Everything a server, a model or another user wrote is set as text (textContent), or as the
 // chat view's markdown, which escapes all HTML first. Nothing untrusted goes to innerHTML.
 "use strict";
 
 (() => {
-  const KEY_STORAGE = "triage.apiKey"; // shared with the chat view
+  const { el, str, clip, pretty, headers, apiKey, detailOf, statusBadge, EventLog, follow } =
+    window.triageConversationLog;
   const PAGE_SIZE = 20;
-  const MAX_OUTPUT_CHARS = 20000;
   const TITLE_MAX = 200;
   const LIST_REFRESH_MS = 15000;
-  const RETRY_FIRST_MS = 250;
-  const RETRY_MAX_MS = 5000;
-  // A connection that lasted this long or brought an event was good: the backoff starts over.
-  // One a server ends at once counts as a failure, so it is not asked again without pause.
-  const HEALTHY_AFTER_MS = 5000;
-  // Markdown is rendered from at most this much text (a huge answer would freeze the tab).
-  const MARKDOWN_MAX_CHARS = 100000;
-  // A frame longer than this (a server that never ends one) breaks the connection.
-  const FRAME_MAX_CHARS = 16 * 1024 * 1024;
   const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
   const RUNNING = new Set(["running"]);
   const RESUMABLE = new Set(["idle", "paused", "error", "stuck"]);
-  const STATUS_LABELS = {
-    idle: "idle",
-    running: "running",
-    paused: "paused",
-    waiting_for_confirmation: "waiting for approval",
-    finished: "finished",
-    error: "error",
-    stuck: "stuck",
-    deleting: "deleting",
-  };
-  const TOOL_STATUS_LABELS = {
-    running: "running",
-    success: "success",
-    error: "error",
-    no_data: "no data",
-    approval_required: "approval required",
-  };
-
   const $ = (id) => document.getElementById(id);
 
   const conv = {
@@ -55,88 +27,17 @@
     openId: null,
     info: null,
     controller: null, // aborts the open conversation's stream
-    lastId: 0, // the last event shown
-    received: [], // the id of every frame read off the wire, duplicates included (tests)
-    applied: [], // the ids of the events shown, in order
-    cards: new Map(),
+    log: null, // the open conversation's EventLog
     infoTimer: null,
     live: "idle",
   };
 
   // ---------------------------------------------------------------- helpers
 
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-
-  function str(v) {
-    return typeof v === "string" ? v : "";
-  }
-
-  function clip(text, max = MAX_OUTPUT_CHARS) {
-    const s = String(text ?? "");
-    if (s.length <= max) return s;
-    return `${s.slice(0, max)}… (${s.length - max} more characters not shown)`;
-  }
-
-  function pretty(value) {
-    if (typeof value === "string") return value;
-    try {
-      return JSON.stringify(value, null, 2);
-    } catch {
-      return String(value);
-    }
-  }
-
-  function markdown(className, source) {
-    const div = el("div", `markdown ${className}`);
-    const text = clip(source, MARKDOWN_MAX_CHARS);
-    const render = window.triageConsole && window.triageConsole.renderMarkdown;
-    if (render) div.innerHTML = render(text); // renderMarkdown escapes all HTML first
-    else div.textContent = text;
-    return div;
-  }
-
-  function apiKey() {
-    try {
-      return sessionStorage.getItem(KEY_STORAGE) || "";
-    } catch {
-      return "";
-    }
-  }
-
-  function headers(extra) {
-    const h = Object.assign({}, extra);
-    const key = apiKey();
-    if (key) h["X-API-Key"] = key;
-    return h;
-  }
-
-  function sleep(ms, signal) {
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      if (signal) signal.addEventListener("abort", () => (clearTimeout(timer), resolve()), { once: true });
-    });
-  }
-
   function askForKey(message) {
     $("key-panel").hidden = false;
     $("key-message").textContent = message;
     $("api-key").focus();
-  }
-
-  async function detailOf(response) {
-    const text = await response.text().catch(() => "");
-    try {
-      const body = JSON.parse(text);
-      const detail = body && typeof body === "object" && "detail" in body ? body.detail : body;
-      return clip(typeof detail === "string" ? detail : pretty(detail), 2000);
-    } catch {
-      return clip(text.trim() || response.statusText || "no details", 2000);
-    }
   }
 
   // A JSON API call; throws an Error whose message says what the server answered.
@@ -162,12 +63,6 @@
       throw error;
     }
     return response.json();
-  }
-
-  function statusBadge(status) {
-    const badge = el("span", "badge", STATUS_LABELS[status] || str(status) || "?");
-    badge.dataset.status = str(status);
-    return badge;
   }
 
   function titleOf(info) {
@@ -306,15 +201,12 @@
     if (!UUID.test(id)) return; // only a conversation id ever goes into a request path
     if (conv.controller) conv.controller.abort();
     const controller = new AbortController();
-    Object.assign(conv, {
-      openId: id,
-      info: null,
-      controller,
-      lastId: 0,
-      received: [],
-      applied: [],
-      cards: new Map(),
+    const log = new EventLog($("conv-log"), (status, reason) => {
+      showStatus(status, reason);
+      updateListItem({ id, execution_status: status });
+      refreshInfoSoon();
     });
+    Object.assign(conv, { openId: id, info: null, controller, log });
     history.replaceState(null, "", `${location.pathname}${location.search}#conversations/${id}`);
     $("conv-empty").hidden = true;
     $("conv-open").hidden = false;
@@ -325,7 +217,14 @@
     $("conv-stats").textContent = "";
     for (const li of $("conv-list").children) li.classList.toggle("active", li.dataset.id === id);
     refreshInfo();
-    follow(id, controller);
+    follow(id, controller.signal, log, {
+      live: setLive,
+      refused(status, detail) {
+        if (status === 401) askForKey("This server requires an API key to follow conversations.");
+        setLive("closed", status === 404 ? "Deleted" : "Not following", "");
+        log.notice("error", `HTTP ${status}: ${detail}`);
+      },
+    });
   }
 
   async function refreshInfo() {
@@ -334,7 +233,7 @@
     try {
       info = await api("GET", `/api/conversations/${id}`);
     } catch (e) {
-      if (id === conv.openId) logNotice("error", e.message);
+      if (id === conv.openId) conv.log.notice("error", e.message);
       return;
     }
     if (id !== conv.openId) return;
@@ -379,261 +278,12 @@
         : "Send a message and run (Enter sends, Shift+Enter for a new line)";
   }
 
-  function setLive(state, text) {
+  function setLive(state, text, why) {
     conv.live = state;
     const live = $("conv-live");
     live.dataset.state = state;
     live.textContent = text;
-  }
-
-  // ---------------------------------------------------------------- the event stream
-
-  // Reads SSE frames (id, event, data) from a fetch() body. Comments (`: keep-alive`) and
-  // frames without data are skipped; a frame cut off by the end of the body is dropped.
-  async function readFrames(body, onFrame) {
-    const reader = body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    let frame = { id: "", event: "", data: [] };
-    const line = (l) => {
-      if (l === "") {
-        if (frame.data.length) onFrame({ id: frame.id, event: frame.event || "message", data: frame.data.join("\n") });
-        frame = { id: "", event: "", data: [] };
-        return;
-      }
-      if (l.startsWith(":")) return;
-      const colon = l.indexOf(":");
-      const field = colon < 0 ? l : l.slice(0, colon);
-      let value = colon < 0 ? "" : l.slice(colon + 1);
-      if (value.startsWith(" ")) value = value.slice(1);
-      if (field === "event") frame.event = value;
-      else if (field === "data") frame.data.push(value);
-      else if (field === "id") frame.id = value;
-    };
-    let open = 0; // characters since the last frame ended
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      const lines = buffer.split(/\r\n|\n|\r(?!$)/);
-      buffer = lines.pop();
-      for (const l of lines) {
-        open = l === "" ? 0 : open + l.length;
-        line(l);
-      }
-      if (open + buffer.length > FRAME_MAX_CHARS) {
-        await reader.cancel();
-        throw new Error("an event larger than the console reads");
-      }
-    }
-  }
-
-  // Follows one conversation's stream until it is closed or another one is opened: from the
-  // start (the history, from the store), then live; after a drop, from the last event shown.
-  async function follow(id, controller) {
-    const { signal } = controller;
-    let delay = RETRY_FIRST_MS;
-    while (!signal.aborted) {
-      const h = headers({ Accept: "text/event-stream" });
-      if (conv.lastId > 0) h["Last-Event-ID"] = String(conv.lastId);
-      let response = null;
-      let why = "";
-      try {
-        response = await fetch(`/api/conversations/${id}/events/stream`, { headers: h, signal, cache: "no-store" });
-      } catch (e) {
-        why = e.message;
-      }
-      if (signal.aborted) return;
-      if (response && !response.ok) {
-        const detail = await detailOf(response);
-        if (response.status === 401) {
-          askForKey("This server requires an API key to follow conversations.");
-        }
-        if (response.status < 500) {
-          setLive("closed", response.status === 404 ? "Deleted" : "Not following");
-          logNotice("error", `HTTP ${response.status}: ${detail}`);
-          return;
-        }
-        why = `HTTP ${response.status}: ${detail}`;
-      } else if (response) {
-        setLive("live", "Live");
-        const opened = Date.now();
-        const before = conv.lastId;
-        try {
-          await readFrames(response.body, (frame) => {
-            if (!signal.aborted) take(frame);
-          });
-          why = "the server ended the stream";
-        } catch (e) {
-          why = e.message;
-        }
-        if (signal.aborted) return;
-        if (conv.lastId > before || Date.now() - opened >= HEALTHY_AFTER_MS) delay = RETRY_FIRST_MS;
-      }
-      setLive("reconnecting", "Reconnecting…");
-      $("conv-live").title = clip(why, 500);
-      await sleep(delay, signal);
-      delay = Math.min(delay * 2, RETRY_MAX_MS);
-    }
-  }
-
-  function take(frame) {
-    const id = Number(frame.id);
-    if (!Number.isSafeInteger(id) || id <= 0) return;
-    conv.received.push(id);
-    if (id <= conv.lastId) return; // shown already: never twice
-    conv.lastId = id;
-    let payload;
-    try {
-      payload = JSON.parse(frame.data);
-    } catch {
-      payload = null;
-    }
-    conv.applied.push(id);
-    if (payload && typeof payload === "object") render(id, frame.event, payload);
-  }
-
-  // ---------------------------------------------------------------- rendering events
-
-  const log = () => $("conv-log");
-
-  function nearBottom() {
-    const l = log();
-    return l.scrollHeight - l.scrollTop - l.clientHeight < 120;
-  }
-
-  function add(id, node) {
-    const stick = nearBottom();
-    node.dataset.eventId = String(id);
-    log().append(node);
-    if (stick) log().scrollTop = log().scrollHeight;
-    return node;
-  }
-
-  function logNotice(kind, text, id) {
-    const node = el("div", `notice notice-${kind}`, text);
-    if (kind === "error") node.setAttribute("role", "alert");
-    if (id === undefined) {
-      log().append(node);
-      return node;
-    }
-    return add(id, node);
-  }
-
-  function card(id, callId, name) {
-    let c = conv.cards.get(callId);
-    if (c) return c;
-    const details = el("details", "tool");
-    details.dataset.toolCallId = callId;
-    const summary = el("summary");
-    const title = el("span", "tool-name", name || "tool");
-    const desc = el("span", "tool-desc");
-    const status = el("span", "status");
-    summary.append(title, desc, status);
-    const body = el("div", "tool-body");
-    details.append(summary, body);
-    c = { details, title, desc, status, body };
-    conv.cards.set(callId, c);
-    setToolStatus(c, "running");
-    add(id, details);
-    return c;
-  }
-
-  function setToolStatus(c, status) {
-    c.status.dataset.status = status;
-    c.status.textContent = TOOL_STATUS_LABELS[status] || status;
-  }
-
-  function toolResult(id, p) {
-    const name = str(p.name) || str(p.tool_name) || "tool";
-    const c = card(id, str(p.tool_call_id), name);
-    const r = p.result && typeof p.result === "object" ? p.result : {};
-    c.title.textContent = name;
-    c.desc.textContent = clip(str(p.description), 500);
-    setToolStatus(c, str(r.status) || "success");
-    c.body.replaceChildren();
-    const section = (label, text, cls) => {
-      c.body.append(el("div", "tool-label", label), el("pre", cls, clip(text)));
-    };
-    if (r.params !== undefined && r.params !== null) section("Parameters", pretty(r.params), "params");
-    if (r.invocation) section("Invocation", pretty(r.invocation), "invocation");
-    if (r.error) section("Error", pretty(r.error), "tool-error");
-    if (r.data !== undefined && r.data !== null && r.data !== "") section("Output", pretty(r.data), "output");
-  }
-
-  function render(id, name, p) {
-    switch (name) {
-      case "user_message": {
-        const node = el("div", "msg user");
-        node.append(el("div", "who", "You"), el("div", "user-text", clip(str(p.content))));
-        if (Number(p.images) > 0) node.append(el("div", "hint", `${Number(p.images)} image(s)`));
-        add(id, node);
-        break;
-      }
-      case "ai_message": {
-        const content = str(p.content).trim();
-        const reasoning = str(p.reasoning).trim();
-        if (!content && !reasoning) break;
-        const node = el("div", "msg assistant");
-        node.append(el("div", "who", "triage"));
-        if (reasoning) {
-          const d = el("details", "reasoning");
-          d.append(el("summary", "", "Reasoning"), el("div", "reasoning-text", clip(reasoning)));
-          node.append(d);
-        }
-        if (content) node.append(markdown("ai-message", content));
-        add(id, node);
-        break;
-      }
-      case "start_tool_calling":
-        card(id, str(p.id), str(p.tool_name));
-        break;
-      case "tool_calling_result":
-        toolResult(id, p);
-        break;
-      case "approval_required": {
-        const calls = [...(p.pending_approvals || []), ...(p.pending_frontend_tool_calls || [])];
-        const names = calls.map((c) => `${str(c.tool_name)}${c.description ? `: ${str(c.description)}` : ""}`);
-        logNotice("warn", clip(`Waiting for approval — ${names.join("; ") || "a tool call"}`, 2000), id);
-        break;
-      }
-      case "ai_answer_end": {
-        const node = el("div", "msg assistant");
-        node.append(el("div", "who", "triage"), markdown("answer", str(p.analysis)));
-        add(id, node);
-        break;
-      }
-      case "conversation_state_update": {
-        const line = el("div", "conv-state");
-        line.append(statusBadge(p.execution_status));
-        if (p.reason) line.append(el("span", "hint", clip(str(p.reason), 2000)));
-        add(id, line);
-        showStatus(str(p.execution_status), p.reason);
-        updateListItem({ id: conv.openId, execution_status: str(p.execution_status) });
-        refreshInfoSoon();
-        break;
-      }
-      case "error":
-        logNotice("error", clip(`Error: ${str(p.description) || str(p.msg) || "unknown error"}`), id);
-        break;
-      case "interrupted": {
-        const cut = Array.isArray(p.cut_tool_calls) ? p.cut_tool_calls.length : 0;
-        logNotice("info", `Interrupted${cut ? `: ${cut} tool call(s) cut` : ""}.`, id);
-        break;
-      }
-      case "paused":
-        logNotice("info", "Paused after the step.", id);
-        break;
-      case "stuck":
-        logNotice("error", clip(`Stuck: ${str(p.pattern)}`, 2000), id);
-        break;
-      case "conversation_history_compaction_start":
-      case "conversation_history_compacted":
-        logNotice("compaction", clip(str(p.content) || "Compacting the conversation history…", 2000), id);
-        break;
-      default:
-        break; // stored messages, token counts, and kinds this console does not know
-    }
+    live.title = why || "";
   }
 
   // ---------------------------------------------------------------- approvals and actions
@@ -727,7 +377,7 @@
     try {
       await api("POST", `/api/conversations/${id}/${verb}`, {});
     } catch (e) {
-      logNotice("error", e.message);
+      conv.log.notice("error", e.message);
     }
     refreshInfoSoon();
   }
@@ -742,7 +392,7 @@
       await api("POST", `/api/conversations/${id}/events`, { content: text, run: true });
       box.value = "";
     } catch (e) {
-      logNotice("error", e.message);
+      conv.log.notice("error", e.message);
     } finally {
       $("conv-send").disabled = conv.info && conv.info.execution_status === "waiting_for_confirmation";
     }
@@ -811,10 +461,10 @@
   window.triageConversations = {
     snapshot: () => ({
       openId: conv.openId,
-      lastId: conv.lastId,
+      lastId: conv.log ? conv.log.lastId : 0,
       live: conv.live,
-      received: conv.received.slice(),
-      applied: conv.applied.slice(),
+      received: conv.log ? conv.log.received.slice() : [],
+      applied: conv.log ? conv.log.applied.slice() : [],
     }),
   };
 

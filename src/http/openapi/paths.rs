@@ -5,7 +5,8 @@ use serde_json::{Map, Value, json};
 
 use super::SCHEMAS;
 use crate::http::console::{
-    CONVERSATIONS_SCRIPT_PATH, INDEX_PATH, README_PATH, SCRIPT_PATH, STYLE_PATH,
+    CONVERSATION_LOG_SCRIPT_PATH, CONVERSATIONS_SCRIPT_PATH, INDEX_PATH, README_PATH, SCRIPT_PATH,
+    STYLE_PATH,
 };
 
 fn chat_examples() -> Value {
@@ -257,6 +258,12 @@ pub(super) fn paths_document(
             SCRIPT_PATH,
             "consoleScript",
             "The console's script",
+            "text/javascript",
+        ),
+        (
+            CONVERSATION_LOG_SCRIPT_PATH,
+            "consoleConversationLogScript",
+            "The console's conversation log and event stream",
             "text/javascript",
         ),
         (
