@@ -180,7 +180,7 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
     if opts.json {
         return match source.json(request).await {
             Ok(body) => {
-                println!("{body}");
+                println!("{}", terminal::json_text_for_terminal(&body));
                 ExitCode::SUCCESS
             }
             Err(e) => e.exit(),
@@ -195,11 +195,12 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
         };
         match progress.follow(events).await {
             Outcome::Answer(text) => {
-                println!("{text}");
+                // Escaped even when redirected: `cat answer.md` reaches a terminal too.
+                println!("{}", terminal::clean_text(&text));
                 return ExitCode::SUCCESS;
             }
             Outcome::Failed(message) => {
-                eprintln!("triage: {message}");
+                eprintln!("triage: {}", terminal::clean_text(&message));
                 return ExitCode::from(EXIT_ERROR);
             }
             Outcome::Paused(paused) => match decide(&paused) {
@@ -238,7 +239,11 @@ fn decide(paused: &ApprovalRequired) -> Option<Vec<ToolDecision>> {
     }
     let mut decisions = Vec::new();
     for p in &paused.pending_approvals {
-        eprint!("Run `{}` ({})? [y/N] ", p.description, p.tool_name);
+        eprint!(
+            "Run `{}` ({})? [y/N] ",
+            terminal::clean_line(&p.description),
+            terminal::clean_line(&p.tool_name)
+        );
         let _ = std::io::stderr().flush();
         let mut line = String::new();
         let approved = std::io::stdin().read_line(&mut line).is_ok()
@@ -432,11 +437,16 @@ impl Progress {
                         .as_deref()
                         .map(|e| format!(": {}", first_line(e)))
                         .unwrap_or_default();
-                    eprintln!("{mark} {} — {}{detail}", r.name, r.description);
+                    eprintln!(
+                        "{mark} {} — {}{}",
+                        terminal::clean_line(&r.name),
+                        terminal::clean_line(&r.description),
+                        terminal::clean_line(&detail)
+                    );
                 }
                 StreamEvent::AiMessage(m) => {
                     if let Some(c) = m.content.filter(|c| !c.trim().is_empty()) {
-                        eprintln!("{}", c.trim());
+                        eprintln!("{}", terminal::clean_text(c.trim()));
                     }
                 }
                 // Not requested: the answer is printed whole when it ends.
@@ -444,8 +454,10 @@ impl Progress {
                 StreamEvent::TokenCount(t) => {
                     self.total_tokens = u64::from(t.metadata.tokens.total_tokens)
                 }
-                StreamEvent::CompactionStart(c) => eprintln!("{}", c.content),
-                StreamEvent::Compacted(c) => eprintln!("{}", c.content),
+                StreamEvent::CompactionStart(c) => {
+                    eprintln!("{}", terminal::clean_text(&c.content))
+                }
+                StreamEvent::Compacted(c) => eprintln!("{}", terminal::clean_text(&c.content)),
                 StreamEvent::ApprovalRequired(p) => return Outcome::Paused(*p),
                 StreamEvent::AnswerEnd(end) => {
                     let u = end.metadata.usage;
@@ -468,7 +480,7 @@ impl Progress {
         eprint!(
             "\r\x1b[2K{} running {} ({:.0} s)",
             SPINNER[frame % SPINNER.len()],
-            names.join(", "),
+            terminal::clean_line(&names.join(", ")),
             self.started.elapsed().as_secs_f64()
         );
         let _ = std::io::stderr().flush();

@@ -45,7 +45,11 @@ fn escaped(c: char) -> String {
 /// JSON for a terminal: serde escapes C0 controls, this escapes the rest `unsafe_char` names
 /// (they can only stand inside strings, so the result is the same JSON).
 pub(crate) fn json_for_terminal(value: &Value) -> String {
-    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
+    json_text_for_terminal(&serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into()))
+}
+
+/// Pretty JSON text (serde's: line breaks are its only control characters) for a terminal.
+pub(crate) fn json_text_for_terminal(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if c != '\n' && unsafe_char(c) {

@@ -230,5 +230,27 @@ async fn a_hostile_server_cannot_write_to_the_terminal_or_take_the_key_elsewhere
     tokio::time::sleep(Duration::from_secs(3)).await;
     let _ = watch.start_kill();
     let n = opens.load(Ordering::SeqCst);
-    assert!((2..=6).contains(&n), "{n} connections in 3 s");
+    assert!((1..=6).contains(&n), "{n} connections in 3 s");
+}
+
+#[tokio::test]
+async fn ask_prints_a_hostile_model_escaped_too() {
+    let llm = fake_llm::FakeLlm::start().await;
+    llm.push(fake_llm::Step::tool(
+        "t",
+        "TodoWrite",
+        json!({"todos": [{"id": "1", "content": EVIL, "status": "pending"}]}),
+    ));
+    llm.push(fake_llm::Step::text(&format!("## Answer {EVIL}\nfine")));
+    let config = crate::cli::config_for(&llm, "");
+    let out = triage(Some(&config), &["ask", "q"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let printed = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(raw_controls(&printed), Vec::<char>::new(), "{printed}");
+    assert!(text(&out.stdout).starts_with("## Answer \\u{1b}]0;pwned"));
+    llm.push(fake_llm::Step::text(EVIL));
+    let out = triage(Some(&config), &["ask", "--json", "q"]).await;
+    assert_eq!(raw_controls(&text(&out.stdout)), Vec::<char>::new());
+    let body: Value = serde_json::from_slice(&out.stdout).expect("still JSON");
+    assert_eq!(body["analysis"], EVIL);
 }
