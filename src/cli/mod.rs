@@ -281,6 +281,8 @@ impl Source {
         install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // A redirect would carry X-API-Key to wherever the server points.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Source::Remote {
