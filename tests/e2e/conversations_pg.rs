@@ -8,9 +8,9 @@ use crate::helpers::{TestApp, spawn_app_with};
 
 const POSTGRES_VAR: &str = "POSTGRES_TEST_URL";
 
-/// An app whose conversations live in a new PostgreSQL database of their own: two apps on one
-/// database would each take the other's running conversations for stopped ones at start-up.
-async fn postgres_app() -> Option<TestApp> {
+/// A new PostgreSQL database of its own on the test server, or `None` (with a note) when
+/// `POSTGRES_TEST_URL` is not set.
+pub(crate) async fn fresh_database() -> Option<String> {
     let Ok(admin_url) = std::env::var(POSTGRES_VAR) else {
         eprintln!("skipped on PostgreSQL: {POSTGRES_VAR} is not set");
         return None;
@@ -26,6 +26,13 @@ async fn postgres_app() -> Option<TestApp> {
     let _ = admin.close().await;
     let mut url = url::Url::parse(&admin_url).expect("a postgres:// URL");
     url.set_path(&format!("/{name}"));
+    Some(url.to_string())
+}
+
+/// An app whose conversations live in a new PostgreSQL database of their own: two apps on one
+/// database would each take the other's running conversations for stopped ones at start-up.
+async fn postgres_app() -> Option<TestApp> {
+    let url = fresh_database().await?;
     Some(spawn_app_with(&format!("[conversations]\ndatabase_url = \"{url}\"\n")).await)
 }
 

@@ -6,36 +6,16 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::conversations_pg::fresh_database;
+use crate::helpers::{free_port, http_client, json_body, wait_until_ready};
 use eventsource_stream::Eventsource;
 use fake_llm::{FakeLlm, Step};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use sqlx::Connection;
-
-use crate::helpers::{free_port, http_client, json_body, wait_until_ready};
 
 struct Replica {
     base: String,
     process: tokio::process::Child,
-}
-
-async fn fresh_database() -> Option<String> {
-    let Ok(admin_url) = std::env::var("POSTGRES_TEST_URL") else {
-        eprintln!("skipped on PostgreSQL: POSTGRES_TEST_URL is not set");
-        return None;
-    };
-    let name = format!("triage_e2e_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = sqlx::PgConnection::connect(&admin_url)
-        .await
-        .expect("connect to POSTGRES_TEST_URL");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await
-        .expect("create a test database");
-    let _ = admin.close().await;
-    let mut url = url::Url::parse(&admin_url).expect("a postgres:// URL");
-    url.set_path(&format!("/{name}"));
-    Some(url.to_string())
 }
 
 fn config(llm: &FakeLlm, database: &str, port: u16) -> PathBuf {
