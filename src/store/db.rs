@@ -47,7 +47,7 @@ impl Db {
             sqlx::migrate!("./migrations/postgres")
                 .run(&pool)
                 .await
-                .map_err(|e| StoreError::Database(format!("migrations: {e}")))?;
+                .map_err(migration_error)?;
             Ok(Db::Postgres(pool))
         } else if url.starts_with("sqlite:") {
             let options = SqliteConnectOptions::from_str(url)
@@ -71,7 +71,7 @@ impl Db {
             sqlx::migrate!("./migrations/sqlite")
                 .run(&pool)
                 .await
-                .map_err(|e| StoreError::Database(format!("migrations: {e}")))?;
+                .map_err(migration_error)?;
             Ok(Db::Sqlite(pool))
         } else {
             Err(StoreError::Config(
@@ -109,4 +109,17 @@ pub(crate) fn placeholders(start: usize, count: usize) -> String {
         .map(|n| format!("${n}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A database a newer triage has migrated is the common case (an upgrade rolled back, two
+/// versions sharing a data dir): say so instead of sqlx's "previously applied but missing".
+fn migration_error(e: sqlx::migrate::MigrateError) -> StoreError {
+    match e {
+        sqlx::migrate::MigrateError::VersionMissing(version) => StoreError::Database(format!(
+            "migrations: the database has migration {version}, which this triage does not know: \
+             a newer triage used it. Run that version, or give this one another database \
+             (conversations.database_url or conversations.data_dir)"
+        )),
+        other => StoreError::Database(format!("migrations: {other}")),
+    }
 }

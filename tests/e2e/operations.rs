@@ -165,8 +165,10 @@ async fn slow_clients_are_cut_off_while_sending_headers() {
 #[tokio::test]
 async fn graceful_shutdown_finishes_short_requests_and_ends_long_streams() {
     let llm = FakeLlm::start().await;
+    let data_dir = crate::helpers::test_data_dir();
     let settings = Settings::from_toml(&format!(
-        "[server]\nport = 0\nshutdown_grace_secs = 0.5\n[toolsets.kubernetes]\nenabled = false\n[models.fake]\nmodel = \"openai/m\"\napi_base = \"{}\"\n",
+        "[server]\nport = 0\nshutdown_grace_secs = 0.5\n[conversations]\ndata_dir = \"{}\"\n[toolsets.kubernetes]\nenabled = false\n[models.fake]\nmodel = \"openai/m\"\napi_base = \"{}\"\n",
+        data_dir.display(),
         llm.base_url()
     ))
     .unwrap();

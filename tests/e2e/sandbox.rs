@@ -42,7 +42,8 @@ async fn api_info_reports_the_sandbox_in_force() {
 async fn start_up_refuses_a_tools_user_it_cannot_use() {
     let build = |toml: &str| {
         let settings = Settings::from_toml(&format!(
-            "[server]\nport = 0\n[toolsets.kubernetes]\nenabled = false\n{toml}"
+            "[server]\nport = 0\n[conversations]\ndata_dir = \"{}\"\n[toolsets.kubernetes]\nenabled = false\n{toml}",
+            crate::helpers::test_data_dir().display()
         ))
         .expect("settings");
         Application::build(settings)
