@@ -151,7 +151,7 @@ async fn open_conversations(
     let store = Store::open(&c.database_url(), options)
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
-    let conversations = Conversations::new(agent, store, c.max_running);
+    let conversations = Conversations::new(agent, store, c.max_running, c.auto_title);
     let recovered = conversations
         .recover()
         .await

@@ -188,6 +188,9 @@ pub struct ConversationSettings {
     pub max_running: usize,
     /// Events one conversation may hold; appending beyond it fails with a clear error.
     pub max_events_per_conversation: u64,
+    /// A conversation created without a title is titled by the LLM after its first answer
+    /// (one more LLM call, in the background).
+    pub auto_title: bool,
 }
 
 impl Default for ConversationSettings {
@@ -198,6 +201,7 @@ impl Default for ConversationSettings {
             retention_days: 0,
             max_running: 2000,
             max_events_per_conversation: 100_000,
+            auto_title: true,
         }
     }
 }

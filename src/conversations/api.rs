@@ -194,3 +194,42 @@ pub struct FinalResponse {
 pub struct Success {
     pub success: bool,
 }
+
+/// `POST …/{id}/generate_title`. Every field is optional (an empty body too).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateTitle {
+    /// The longest title wanted, in characters (1 to 200, default 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
+    pub max_length: Option<u32>,
+}
+
+/// `POST …/{id}/generate_title`: the title, also stored as the conversation's.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct GeneratedTitle {
+    pub title: String,
+}
+
+/// `POST …/{id}/fork`. Every field is optional (an empty body too).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkConversation {
+    /// The fork's id (client-chosen UUID; 409 if taken); a new one by default.
+    #[serde(default)]
+    pub id: Option<Uuid>,
+    /// Default: the source's title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Default: the source's tags.
+    #[serde(default)]
+    pub tags: Option<BTreeMap<String, String>>,
+    /// The last event copied (default: the last committed one); the fork's history is the
+    /// source's as of that event. 400 beyond the source's last event.
+    #[serde(default)]
+    pub from_event_id: Option<u64>,
+    /// Start the fork's stats and usage from zero (default true, as OpenHands); false copies
+    /// the source's.
+    #[serde(default)]
+    pub reset_metrics: Option<bool>,
+}

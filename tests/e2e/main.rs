@@ -18,6 +18,7 @@ mod cli;
 mod compaction;
 mod config_honesty;
 mod conversation;
+mod conversation_actions;
 mod conversations_api;
 mod conversations_crash;
 mod conversations_pg;

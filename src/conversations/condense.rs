@@ -1,0 +1,82 @@
+//! `POST …/{id}/condense`: the conversation's history summarised now, as a run's compaction
+//! would, its events appended to the log and the state saved. Refused while a run owns the
+//! state (running) and while calls wait for a confirmation (the summary would drop the message
+//! that asked for them, leaving their results without a call).
+
+use chrono::Utc;
+use uuid::Uuid;
+
+use super::runs::{RUNNING, WAITING};
+use super::{ConversationError, Conversations, StoredConfig, events, from_json, to_json};
+use crate::agent::{AgentEvent, RunState};
+
+impl Conversations {
+    /// `Ok(true)` when the history was replaced by its summary, `Ok(false)` when the summary
+    /// was not smaller (the history is kept; its cost is counted).
+    pub async fn condense(&self, id: Uuid) -> Result<bool, ConversationError> {
+        let before = self.row(id).await?;
+        if self.live_run(id).is_some() || before.status == RUNNING {
+            return Err(ConversationError::Conflict(
+                "the conversation is running: pause or interrupt it first, or wait until it ends"
+                    .into(),
+            ));
+        }
+        if before.status == WAITING {
+            return Err(ConversationError::Conflict(
+                "the conversation waits for a confirmation: answer it first (a summary would \
+                 drop the calls it waits on)"
+                    .into(),
+            ));
+        }
+        let config: StoredConfig = from_json(&before.config)?;
+        let state: RunState = from_json(&before.state)?;
+        if !state.messages.iter().any(|m| !m.is_role("system")) {
+            return Err(ConversationError::Conflict(
+                "the conversation has no history to condense yet".into(),
+            ));
+        }
+        // The LLM call happens without the row lock: a run or a message may come meanwhile,
+        // and then wins (checked below), rather than waiting for a summary.
+        let condensed = self.agent.condense(&config.run, state).await?;
+        let lock = self.row_lock(id);
+        let _guard = lock.lock().await;
+        let mut row = self.row(id).await?;
+        if row.last_event_id != before.last_event_id
+            || row.status != before.status
+            || self.live_run(id).is_some()
+        {
+            return Err(ConversationError::Conflict(
+                "the conversation changed while it was being condensed (a message or a run \
+                 came in): nothing was changed, try again"
+                    .into(),
+            ));
+        }
+        let context_tokens = condensed
+            .events
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                AgentEvent::Usage(u) => Some(u64::from(u.tokens.total_tokens)),
+                _ => None,
+            })
+            .unwrap_or_else(|| {
+                from_json::<super::api::Stats>(&row.stats)
+                    .unwrap_or_default()
+                    .context_tokens
+            });
+        let logged: Vec<_> = condensed
+            .events
+            .into_iter()
+            .filter_map(events::stored)
+            .collect();
+        let stored = self.store.append(id, logged).await?;
+        row.state = to_json(&condensed.state)?;
+        if let Some(last) = stored.last() {
+            row.state_event_id = last.id;
+        }
+        row.stats = to_json(&super::stats_of(&condensed.state, context_tokens))?;
+        row.updated_at = Utc::now();
+        self.store.update(&row).await?;
+        Ok(condensed.compacted)
+    }
+}
