@@ -38,12 +38,23 @@ pub struct CreateConversation {
     #[serde(default)]
     pub title: Option<String>,
     #[serde(default)]
+    #[schemars(schema_with = "tags_schema")]
     pub tags: Option<BTreeMap<String, String>>,
     /// Masked as `<secret-hidden>` in everything the conversation reports; never returned.
     #[serde(default)]
     pub secrets: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub initial_message: Option<SendMessage>,
+}
+
+/// Tags as the service accepts them: lowercase alphanumeric keys, values of at most 256
+/// characters (`check_tags`).
+fn tags_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["object", "null"],
+        "propertyNames": {"pattern": "^[a-z0-9]+$"},
+        "additionalProperties": {"type": "string", "maxLength": 256},
+    })
 }
 
 /// `{"kind": "NeverConfirm" | "AlwaysConfirm" | "ConfirmRisky"}`.
@@ -79,6 +90,7 @@ pub struct UpdateConversation {
     #[serde(default)]
     pub title: Option<String>,
     #[serde(default)]
+    #[schemars(schema_with = "tags_schema")]
     pub tags: Option<BTreeMap<String, String>>,
 }
 
@@ -223,6 +235,7 @@ pub struct ForkConversation {
     pub title: Option<String>,
     /// Default: the source's tags.
     #[serde(default)]
+    #[schemars(schema_with = "tags_schema")]
     pub tags: Option<BTreeMap<String, String>>,
     /// The last event copied (default: the last committed one); the fork's history is the
     /// source's as of that event. 400 beyond the source's last event.

@@ -6,8 +6,9 @@
 use chrono::Utc;
 use uuid::Uuid;
 
+use super::api::Stats;
 use super::runs::{RUNNING, WAITING};
-use super::{ConversationError, Conversations, StoredConfig, events, from_json, to_json};
+use super::{ConversationError, Conversations, StoredConfig, events, from_json, stats_of, to_json};
 use crate::agent::{AgentEvent, RunState};
 
 impl Conversations {
@@ -60,7 +61,7 @@ impl Conversations {
                 _ => None,
             })
             .unwrap_or_else(|| {
-                from_json::<super::api::Stats>(&row.stats)
+                from_json::<Stats>(&row.stats)
                     .unwrap_or_default()
                     .context_tokens
             });
@@ -74,7 +75,7 @@ impl Conversations {
         if let Some(last) = stored.last() {
             row.state_event_id = last.id;
         }
-        row.stats = to_json(&super::stats_of(&condensed.state, context_tokens))?;
+        row.stats = to_json(&stats_of(&condensed.state, context_tokens))?;
         row.updated_at = Utc::now();
         self.store.update(&row).await?;
         Ok(condensed.compacted)
