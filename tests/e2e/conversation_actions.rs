@@ -80,6 +80,7 @@ async fn condense_flow(app: &TestApp) {
     )
     .await;
     frames_until(app, &id, None, state_is("finished")).await;
+    let first = info(app, &id).await["last_event_id"].as_u64();
     app.llm.push(Step::text("Still slow."));
     let (status, _) = post(
         app,
@@ -88,7 +89,6 @@ async fn condense_flow(app: &TestApp) {
     )
     .await;
     assert_eq!(status, 200);
-    let first = info(app, &id).await["last_event_id"].as_u64();
     frames_until(app, &id, first, state_is("finished")).await;
     let before = info(app, &id).await;
     app.llm.push(Step::text(
