@@ -159,7 +159,7 @@ async fn open_conversations(
             .map_err(|e| StartupError::Store(e.to_string()))?;
     }
     let lease = Duration::from_secs_f64(c.lease_secs);
-    let conversations = Conversations::new(agent, store, c.max_running, lease);
+    let conversations = Conversations::new(agent, store, c.max_running, lease, c.auto_title);
     let recovered = conversations
         .recover()
         .await

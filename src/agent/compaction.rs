@@ -63,31 +63,10 @@ impl Agent {
             return Ok(());
         }
         let why = if self.compaction.enabled {
-            let initial = live.conv.total() + s.tools_tokens;
-            live.emit
-                .emit(AgentEvent::CompactionStarted(CompactionStarted {
-                    initial_tokens: initial,
-                    num_messages: live.conv.len(),
-                    context_window: s.model.context_window,
-                    threshold_pct: self.compaction.threshold_pct,
-                }));
-            match self.compact(s, live).await {
-                Ok(Some(report)) => {
-                    let notice = format!(
-                        "The conversation history was compacted from {} to {} tokens to fit the model's context window.",
-                        report.initial_tokens, report.compacted_tokens
-                    );
-                    metrics::counter!("triage_compactions_total", "outcome" => "compacted")
-                        .increment(1);
-                    live.emit.emit(AgentEvent::Compacted(Box::new(report)));
-                    live.emit.emit(AgentEvent::Notice(notice));
-                    // Meters update at once, as the reference reports. The duplicate guard
-                    // keeps what ran before: a model that lost a result to the summary must
-                    // not re-run it (and compact again) until max_steps.
-                    live.emit_usage(s);
-                    None
-                }
-                Ok(None) => {
+            let tail = last_user_message(live.conv.messages());
+            match self.compact_and_report(s, live, tail).await {
+                Ok(true) => None,
+                Ok(false) => {
                     live.state.compaction_gave_up = true;
                     Some("compaction did not make it smaller".to_owned())
                 }
@@ -125,12 +104,46 @@ impl Agent {
         Err(RunError::new(kind, text))
     }
 
-    /// Compacts the conversation in place. `Ok(None)` when the summary was not smaller (the
-    /// original history is kept).
+    /// Summarises the history now and reports it (start, result, notice, usage): `Ok(true)`
+    /// when the history became [system, summary, `tail`…], `Ok(false)` when the summary was not
+    /// smaller (the history is kept).
+    pub(super) async fn compact_and_report(
+        &self,
+        s: &RunSetup,
+        live: &mut Live,
+        tail: Vec<usize>,
+    ) -> Result<bool, CompactionError> {
+        live.emit
+            .emit(AgentEvent::CompactionStarted(CompactionStarted {
+                initial_tokens: live.conv.total() + s.tools_tokens,
+                num_messages: live.conv.len(),
+                context_window: s.model.context_window,
+                threshold_pct: self.compaction.threshold_pct,
+            }));
+        let Some(report) = self.compact(s, live, &tail).await? else {
+            return Ok(false);
+        };
+        let notice = format!(
+            "The conversation history was compacted from {} to {} tokens to fit the model's context window.",
+            report.initial_tokens, report.compacted_tokens
+        );
+        metrics::counter!("triage_compactions_total", "outcome" => "compacted").increment(1);
+        live.emit.emit(AgentEvent::Compacted(Box::new(report)));
+        live.emit.emit(AgentEvent::Notice(notice));
+        // Meters update at once, as the reference reports. The duplicate guard keeps what ran
+        // before: a model that lost a result to the summary must not re-run it (and compact
+        // again) until max_steps.
+        live.emit_usage(s);
+        Ok(true)
+    }
+
+    /// Compacts the conversation in place: [system, summary, the messages at `tail`].
+    /// `Ok(None)` when the summary was not smaller (the original history is kept).
     async fn compact(
         &self,
         s: &RunSetup,
         live: &mut Live,
+        tail: &[usize],
     ) -> Result<Option<CompactionReport>, CompactionError> {
         let model = &s.model;
         let messages = live.conv.messages();
@@ -138,7 +151,6 @@ impl Agent {
         let before = messages.len();
         let system = messages.first().filter(|m| m.is_role("system")).cloned();
         let body_start = usize::from(system.is_some());
-        let last_user = messages.iter().rposition(|m| m.is_role("user"));
         let to_summarise = &messages[body_start..];
         let instructions = self
             .prompts
@@ -162,12 +174,10 @@ impl Agent {
             .prompts
             .render_compaction_preamble(summary_body(&summary))
             .map_err(|e| CompactionError::Prompt(e.to_string()))?;
-        let mut compacted: Vec<Message> = Vec::with_capacity(3);
+        let mut compacted: Vec<Message> = Vec::with_capacity(2 + tail.len());
         compacted.extend(system);
         compacted.push(Message::user(Value::String(preamble)));
-        if let Some(i) = last_user {
-            compacted.push(messages[i].clone());
-        }
+        compacted.extend(tail.iter().filter_map(|&i| messages.get(i)).cloned());
         let new_conv = Conversation::new(model.tokenizer, compacted);
         let compacted_tokens = new_conv.total() + s.tools_tokens;
         live.state.usage.record(calls.usage, model);
@@ -294,6 +304,15 @@ impl Agent {
         }
         Err(last_error)
     }
+}
+
+/// A run keeps the question it is answering after the summary.
+fn last_user_message(messages: &[Message]) -> Vec<usize> {
+    messages
+        .iter()
+        .rposition(|m| m.is_role("user"))
+        .into_iter()
+        .collect()
 }
 
 /// The text between `<summary>` tags, or everything when the model used none.

@@ -11,6 +11,7 @@ mod ask;
 mod calls;
 pub mod canonical;
 mod compaction;
+mod condense;
 mod config;
 mod control;
 mod error;
@@ -26,6 +27,7 @@ mod setup;
 mod state;
 mod structured;
 mod stuck;
+mod title;
 mod turn;
 mod usage;
 
@@ -34,6 +36,7 @@ use crate::prompt::Prompts;
 use crate::tools::ToolRegistry;
 
 pub use compaction::CompactionOptions;
+pub use condense::Condensed;
 pub use config::{ApprovalMode, RunConfig};
 pub use control::RunControl;
 pub use error::{RunError, RunErrorKind};

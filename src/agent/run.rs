@@ -83,6 +83,11 @@ impl Emitter {
         self.lock().is_empty()
     }
 
+    /// Every event queued, in order (for work that is not a `Run`: a forced compaction).
+    pub fn drain(&self) -> Vec<AgentEvent> {
+        std::iter::from_fn(|| self.pop()).collect()
+    }
+
     /// The next event; pieces of text already queued go out joined, as one delta.
     fn pop(&self) -> Option<AgentEvent> {
         let mut queue = self.lock();

@@ -191,6 +191,9 @@ pub struct ConversationSettings {
     /// How long the replica running a conversation holds it without renewing (it renews
     /// every third of this); a run whose replica stopped is taken over after it.
     pub lease_secs: f64,
+    /// A conversation created without a title is titled by the LLM after its first answer
+    /// (one more LLM call, in the background).
+    pub auto_title: bool,
 }
 
 impl Default for ConversationSettings {
@@ -202,6 +205,7 @@ impl Default for ConversationSettings {
             max_running: 2000,
             max_events_per_conversation: 100_000,
             lease_secs: 10.0,
+            auto_title: true,
         }
     }
 }

@@ -38,12 +38,23 @@ pub struct CreateConversation {
     #[serde(default)]
     pub title: Option<String>,
     #[serde(default)]
+    #[schemars(schema_with = "tags_schema")]
     pub tags: Option<BTreeMap<String, String>>,
     /// Masked as `<secret-hidden>` in everything the conversation reports; never returned.
     #[serde(default)]
     pub secrets: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub initial_message: Option<SendMessage>,
+}
+
+/// Tags as the service accepts them: lowercase alphanumeric keys, values of at most 256
+/// characters (`check_tags`).
+fn tags_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": ["object", "null"],
+        "propertyNames": {"pattern": "^[a-z0-9]+$"},
+        "additionalProperties": {"type": "string", "maxLength": 256},
+    })
 }
 
 /// `{"kind": "NeverConfirm" | "AlwaysConfirm" | "ConfirmRisky"}`.
@@ -79,6 +90,7 @@ pub struct UpdateConversation {
     #[serde(default)]
     pub title: Option<String>,
     #[serde(default)]
+    #[schemars(schema_with = "tags_schema")]
     pub tags: Option<BTreeMap<String, String>>,
 }
 
@@ -193,4 +205,44 @@ pub struct FinalResponse {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Success {
     pub success: bool,
+}
+
+/// `POST …/{id}/generate_title`. Every field is optional (an empty body too).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateTitle {
+    /// The longest title wanted, in characters (1 to 200, default 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
+    pub max_length: Option<u32>,
+}
+
+/// `POST …/{id}/generate_title`: the title, also stored as the conversation's.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct GeneratedTitle {
+    pub title: String,
+}
+
+/// `POST …/{id}/fork`. Every field is optional (an empty body too).
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkConversation {
+    /// The fork's id (client-chosen UUID; 409 if taken); a new one by default.
+    #[serde(default)]
+    pub id: Option<Uuid>,
+    /// Default: the source's title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Default: the source's tags.
+    #[serde(default)]
+    #[schemars(schema_with = "tags_schema")]
+    pub tags: Option<BTreeMap<String, String>>,
+    /// The last event copied (default: the last committed one); the fork's history is the
+    /// source's as of that event. 400 beyond the source's last event.
+    #[serde(default)]
+    pub from_event_id: Option<u64>,
+    /// Start the fork's stats and usage from zero (default true, as OpenHands); false copies
+    /// the source's.
+    #[serde(default)]
+    pub reset_metrics: Option<bool>,
 }

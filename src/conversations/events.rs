@@ -123,14 +123,26 @@ fn source_of(message: &Message) -> &'static str {
     }
 }
 
-/// Applies a stored event to a state's messages (what a crash may have left unsaved).
+/// A `message` event for a message added at the end of the history outside a run (a user
+/// message sent while idle): no index, folded as a push.
+pub fn message_pushed(message: Option<&Message>) -> Option<NewEvent> {
+    let message = message?;
+    Some(new_event(
+        "message",
+        source_of(message),
+        json!({"message": message}),
+    ))
+}
+
+/// Applies a stored event to a state's messages (what a crash may have left unsaved, or the
+/// history up to an event, for a fork).
 pub fn fold(state: &mut RunState, kind: &str, payload: &Value) {
     let message = || serde_json::from_value::<Message>(payload["message"].clone()).ok();
     let index = payload["index"].as_u64().map(|i| i as usize);
     match kind {
         "message" => {
-            if let (Some(index), Some(message)) = (index, message()) {
-                let at = index.min(state.messages.len());
+            if let Some(message) = message() {
+                let at = index.map_or(state.messages.len(), |i| i.min(state.messages.len()));
                 state.messages.insert(at, message);
             }
         }

@@ -5,10 +5,14 @@
 //! same agent core.
 
 pub mod api;
+mod condense;
+mod deltas;
 mod events;
 mod ownership;
+mod fork;
 mod runs;
 mod settings;
+mod titles;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,7 +29,9 @@ use api::{
     Stats, UpdateConversation,
 };
 
+pub use deltas::DeltaFeed;
 pub use runs::LiveRun;
+pub use titles::{DEFAULT_TITLE_CHARS, MAX_TITLE_CHARS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConversationError {
@@ -85,6 +91,10 @@ pub struct Conversations {
     released: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Uuid>>>,
     /// One writer of a conversation's row at a time.
     row_locks: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
+    /// The text deltas of this replica's runs, for the streams that asked for them.
+    deltas: deltas::Deltas,
+    /// Title a conversation created without one after its first answer.
+    auto_title: bool,
 }
 
 const TAG_VALUE_MAX: usize = 256;
@@ -95,6 +105,7 @@ impl Conversations {
         store: Store,
         max_running: usize,
         lease: Duration,
+        auto_title: bool,
     ) -> Arc<Conversations> {
         let (to_settle, released) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Conversations {
@@ -109,6 +120,8 @@ impl Conversations {
             live: Mutex::default(),
             row_locks: Mutex::default(),
             brief: Mutex::default(),
+            deltas: deltas::Deltas::default(),
+            auto_title,
         })
     }
 
@@ -131,7 +144,8 @@ impl Conversations {
             frontend_tools: req.frontend_tools.unwrap_or_default(),
             approvals: settings::approval_mode(policy),
             can_pause: true,
-            text_deltas: false,
+            // Sent live to the streams that ask for them (never stored).
+            text_deltas: true,
             max_steps: req.max_iterations,
             secrets: req.secrets.unwrap_or_default().into_values().collect(),
             stuck_detection: req.stuck_detection.unwrap_or(true),
@@ -299,6 +313,18 @@ fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), ConversationError> 
         }
     }
     Ok(())
+}
+
+/// A conversation's meters: its usage ledger, and its size as of the last LLM call.
+fn stats_of(state: &RunState, context_tokens: u64) -> Stats {
+    let (calls, costs) = state.usage.totals();
+    Stats {
+        llm_calls: calls,
+        prompt_tokens: costs.prompt_tokens,
+        completion_tokens: costs.completion_tokens,
+        cost: costs.total_cost,
+        context_tokens,
+    }
 }
 
 fn to_json<T: Serialize>(value: &T) -> Result<serde_json::Value, ConversationError> {

@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
-use super::api::{ConfirmationResponse, SendMessage, Stats};
+use super::api::{ConfirmationResponse, SendMessage};
 use super::events::{self, USER};
 use super::ownership::{Hold, INTERRUPT, MESSAGE, PAUSE, message_of, message_payload};
 use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
@@ -37,7 +37,7 @@ impl LiveRun {
 pub(super) const RUNNING: &str = "running";
 /// How long `interrupt` waits for a run on another replica to stop.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(30);
-const WAITING: &str = "waiting_for_confirmation";
+pub(super) const WAITING: &str = "waiting_for_confirmation";
 
 impl Conversations {
     /// Stores a user message; a running conversation takes it at its next step, an idle one
@@ -101,8 +101,15 @@ impl Conversations {
         let config: StoredConfig = from_json(&row.config)?;
         let mut state: RunState = from_json(&row.state)?;
         self.agent.add_user_message(&config.run, &mut state, user)?;
-        self.store.append(id, vec![user_event(message)]).await?;
+        // The message as the LLM will read it goes to the log too, so the log alone rebuilds
+        // the history (a fork from an earlier event folds it).
+        let joined = events::message_pushed(state.messages.last());
+        let stored = self
+            .store
+            .append(id, [user_event(message)].into_iter().chain(joined).collect())
+            .await?;
         row.state = to_json(&state)?;
+        row.state_event_id = stored.last().map_or(row.state_event_id, |e| e.id);
         row.updated_at = Utc::now();
         self.store.update(&row).await?;
         Ok(())
@@ -261,6 +268,7 @@ impl Conversations {
             if still_ours {
                 this.settle_commands(id).await;
             }
+            this.title_after_first_answer(id);
         });
         Ok(())
     }
@@ -276,6 +284,9 @@ impl Conversations {
         while let Some(event) = run.next().await {
             if let AgentEvent::Usage(u) = &event {
                 context_tokens = u64::from(u.tokens.total_tokens);
+            }
+            if let AgentEvent::TextDelta(text) = &event {
+                self.deltas.publish(id, text);
             }
             if event.is_terminal() {
                 end = Some(status_of(&event));
@@ -334,14 +345,7 @@ impl Conversations {
                 }
             }
         }
-        let (calls, costs) = state.usage.totals();
-        let stats = Stats {
-            llm_calls: calls,
-            prompt_tokens: costs.prompt_tokens,
-            completion_tokens: costs.completion_tokens,
-            cost: costs.total_cost,
-            context_tokens,
-        };
+        let stats = super::stats_of(&state, context_tokens);
         row.status = status.into();
         row.reason = reason.clone();
         row.state = to_json(&state).unwrap_or(row.state);

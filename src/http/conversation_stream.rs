@@ -1,7 +1,9 @@
 //! `GET /api/conversations/{id}/events/stream`: the conversation's log as SSE. Every frame has
 //! an `id:`; a client that reconnects with `Last-Event-ID` (or `?after=N`) gets exactly what it
 //! missed, then live events, never one twice. Frames are read from the store, so a slow
-//! subscriber never holds the run back and every replica serves the same stream.
+//! subscriber never holds the run back and every replica serves the same stream. With
+//! `stream_deltas=true` (`/api/chat`'s name), `ai_answer_delta` frames of runs on this replica
+//! come in between, live only: no `id:`, not stored, dropped for a subscriber that lags.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -17,7 +19,9 @@ use uuid::Uuid;
 use super::conversations::query_pairs;
 use super::sse::KEEPALIVE_FRAME;
 use super::{ApiError, AppState};
+use crate::conversations::DeltaFeed;
 use crate::store::{EventQuery, StoredEvent};
+use crate::wire::events::AnswerDelta;
 
 /// Events read from the store per query while catching up.
 const PAGE: u32 = 100;
@@ -36,13 +40,19 @@ pub async fn stream(
         .into_response();
     };
     let mut after = 0u64;
+    let mut with_deltas = false;
     for (key, value) in query_pairs(raw.as_deref()) {
-        match (key.as_str(), value.parse::<u64>()) {
-            ("after", Ok(n)) => after = n,
+        match (key.as_str(), value.as_str(), value.parse::<u64>()) {
+            ("after", _, Ok(n)) => after = n,
+            ("stream_deltas", "true", _) => with_deltas = true,
+            ("stream_deltas", "false", _) => with_deltas = false,
             _ => {
                 return ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("query parameter '{key}={value}': only after=<event id> is known"),
+                    format!(
+                        "query parameter '{key}={value}': known are after=<event id> and \
+                         stream_deltas=true|false"
+                    ),
                 )
                 .into_response();
             }
@@ -79,10 +89,15 @@ pub async fn stream(
     let shutdown = state.shutdown.clone();
     // Subscribed before the first read, so nothing appended in between is missed.
     let mut news = store.subscribe();
+    let mut deltas = with_deltas.then(|| state.conversations.delta_feed(id));
     let frames = async_stream::stream! {
         let closing = shutdown.closing();
         let mut closing = std::pin::pin!(closing);
         loop {
+            // Deltas queued before a read of the log belong to text the read delivers whole.
+            if let Some(feed) = deltas.as_mut() {
+                feed.skip_queued();
+            }
             let query = EventQuery { after: Some(after), limit: PAGE, ..EventQuery::default() };
             let page = match store.events(id, &query).await {
                 Ok(page) => page,
@@ -104,6 +119,11 @@ pub async fn stream(
                 tokio::select! {
                     biased;
                     () = &mut closing => return,
+                    // Before news of the log: a run sends its deltas before the message they
+                    // make up is appended.
+                    Some(text) = next_delta(deltas.as_mut()) => {
+                        yield Ok(delta_frame(&text));
+                    }
                     note = news.recv() => match note {
                         Ok((conversation, seq)) if conversation == id && seq > after => break,
                         Ok(_) => {}
@@ -130,6 +150,24 @@ pub async fn stream(
         Body::from_stream(frames),
     )
         .into_response()
+}
+
+/// The next delta of the feed; never resolves without one.
+async fn next_delta(feed: Option<&mut DeltaFeed>) -> Option<std::sync::Arc<str>> {
+    match feed {
+        Some(feed) => feed.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// An `ai_answer_delta` frame, as `/api/chat` sends it, without an `id:` (not stored, so a
+/// reconnect's `Last-Event-ID` stays the last stored event's).
+fn delta_frame(text: &str) -> Bytes {
+    let data = serde_json::to_string(&AnswerDelta {
+        content: text.to_owned(),
+    })
+    .unwrap_or_else(|_| "null".into());
+    Bytes::from(format!("event: ai_answer_delta\ndata: {data}\n\n"))
 }
 
 fn frame(event: &StoredEvent) -> Bytes {

@@ -43,7 +43,7 @@ impl From<ConversationError> for ApiError {
 }
 
 /// A conversation error as a response; a full server says when to come back.
-fn refused(e: ConversationError) -> Response {
+pub(super) fn refused(e: ConversationError) -> Response {
     let busy = matches!(e, ConversationError::Busy(_));
     let mut response = ApiError::from(e).into_response();
     if busy {
@@ -54,7 +54,7 @@ fn refused(e: ConversationError) -> Response {
     response
 }
 
-fn answer<T: serde::Serialize>(result: Result<T, ConversationError>) -> Response {
+pub(super) fn answer<T: serde::Serialize>(result: Result<T, ConversationError>) -> Response {
     match result {
         Ok(value) => Json(value).into_response(),
         Err(e) => refused(e),
@@ -65,7 +65,7 @@ fn done(result: Result<(), ConversationError>) -> Response {
     answer(result.map(|()| Success { success: true }))
 }
 
-fn conversation_id(raw: &str) -> Result<Uuid, ApiError> {
+pub(super) fn conversation_id(raw: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw).map_err(|_| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -75,7 +75,7 @@ fn conversation_id(raw: &str) -> Result<Uuid, ApiError> {
 }
 
 /// A conversation id from the path and a JSON body, or the error that refuses them.
-fn id_and_body<T: serde::de::DeserializeOwned>(
+pub(super) fn id_and_body<T: serde::de::DeserializeOwned>(
     id: &str,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(Uuid, T), ApiError> {

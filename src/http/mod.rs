@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 mod chat;
 mod console;
+mod conversation_actions;
 mod conversation_stream;
 mod conversations;
 mod deadlines;
@@ -100,6 +101,18 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/conversations/{id}/agent_final_response",
             get(conversations::final_response),
+        )
+        .route(
+            "/api/conversations/{id}/condense",
+            post(conversation_actions::condense),
+        )
+        .route(
+            "/api/conversations/{id}/generate_title",
+            post(conversation_actions::generate_title),
+        )
+        .route(
+            "/api/conversations/{id}/fork",
+            post(conversation_actions::fork),
         )
         .route("/api/conversations/{id}/pause", post(conversations::pause))
         .route(

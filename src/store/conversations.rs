@@ -200,6 +200,25 @@ impl Store {
         Ok(written == 1)
     }
 
+    /// Sets the title only where the conversation has none (one statement: a title a client
+    /// sets meanwhile on any replica wins). False if nothing was written.
+    pub async fn set_title_if_unset(
+        &self,
+        id: Uuid,
+        title: &str,
+        updated_at: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let written = on_pool!(&self.inner.db, pool => sqlx::query(
+            "UPDATE conversations SET title = $2, updated_at = $3 WHERE id = $1 AND title IS NULL")
+            .bind(id)
+            .bind(title)
+            .bind(to_micros(updated_at))
+            .execute(pool)
+            .await?
+            .rows_affected());
+        Ok(written == 1)
+    }
+
     /// Replaces the stored config (the service's settings, secrets included). False if the
     /// row is gone.
     pub async fn set_config(

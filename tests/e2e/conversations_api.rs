@@ -1,5 +1,6 @@
-//! Server-side conversations over HTTP, on the default SQLite store: the lifecycle, approvals
-//! in both shapes, replay after a reconnect, interrupt, and every refusal.
+//! Server-side conversations over HTTP, on SQLite and PostgreSQL (`conversations_pg.rs`): the
+//! lifecycle, approvals in both shapes, replay after a reconnect, pause and interrupt, stuck
+//! runs, and every refusal.
 
 use std::time::Duration;
 
@@ -7,31 +8,40 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, json_body, spawn_app};
+use crate::conversations_pg::on_both_stores;
+use crate::helpers::{TestApp, json_body};
 use fake_llm::Step;
+
+on_both_stores! {
+    lifecycle: lifecycle;
+    approvals: approval_flow;
+    pause_then_interrupt: pause_vs_interrupt;
+    refusals: refusals_are_precise;
+    stuck: a_model_that_repeats_a_failing_call_is_nudged_then_stuck;
+}
 
 /// One frame of a conversation's event stream.
 #[derive(Debug)]
-struct Frame {
-    id: u64,
-    name: String,
-    data: Value,
+pub(crate) struct Frame {
+    pub id: u64,
+    pub name: String,
+    pub data: Value,
 }
 
-async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
     let resp = app.post_raw(path, body.to_string()).await;
     let status = resp.status().as_u16();
     (status, json_body(resp).await)
 }
 
-async fn create(app: &TestApp, body: Value) -> String {
+pub(crate) async fn create(app: &TestApp, body: Value) -> String {
     let (status, info) = post(app, "/api/conversations", body).await;
     assert_eq!(status, 201, "{info}");
     info["id"].as_str().unwrap().to_owned()
 }
 
 /// Reads the stream (from `after`) until a frame satisfies `until`; every frame read.
-async fn frames_until(
+pub(crate) async fn frames_until(
     app: &TestApp,
     id: &str,
     after: Option<u64>,
@@ -66,17 +76,12 @@ async fn frames_until(
     }
 }
 
-fn state_is(status: &'static str) -> impl Fn(&Frame) -> bool {
+pub(crate) fn state_is(status: &'static str) -> impl Fn(&Frame) -> bool {
     move |f| f.name == "conversation_state_update" && f.data["execution_status"] == status
 }
 
-#[tokio::test]
-async fn a_conversation_runs_in_the_background_and_its_log_replays() {
-    lifecycle(&spawn_app().await).await;
-}
-
-/// Create, run, follow, replay, follow up, search: on any store.
-pub(crate) async fn lifecycle(app: &TestApp) {
+/// Create, run, follow, replay, follow up, search.
+async fn lifecycle(app: &TestApp) {
     app.llm.push(Step::text("All pods are healthy."));
     let id = create(
         app,
@@ -186,12 +191,8 @@ pub(crate) async fn lifecycle(app: &TestApp) {
     );
 }
 
-#[tokio::test]
-async fn a_risky_call_waits_for_confirmation_and_either_shape_answers_it() {
-    approval_flow(&spawn_app().await).await;
-}
-
-pub(crate) async fn approval_flow(app: &TestApp) {
+/// A risky call waits for confirmation; either shape answers it.
+async fn approval_flow(app: &TestApp) {
     let dir = crate::helpers::tool_writable_dir("conversation-approval");
     let command = format!("touch {}/confirmed", dir.display());
     app.llm
@@ -207,9 +208,19 @@ pub(crate) async fn approval_flow(app: &TestApp) {
     assert_eq!(info["pending_actions"][0]["tool_call_id"], "risky");
     assert_eq!(info["pending_actions"][0]["waits_for"], "approval");
     assert!(!dir.join("confirmed").exists());
-    // Nothing runs or is sent while a confirmation is due.
+    // Nothing runs, is sent or is condensed while a confirmation is due.
     let (status, _) = post(app, &format!("/api/conversations/{id}/run"), json!({})).await;
     assert_eq!(status, 409);
+    let (status, _) = post(
+        app,
+        &format!("/api/conversations/{id}/events"),
+        json!({"content": "hurry"}),
+    )
+    .await;
+    assert_eq!(status, 409);
+    let (status, body) = post(app, &format!("/api/conversations/{id}/condense"), json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("confirmation"));
 
     let (status, body) = post(
         app,
@@ -229,27 +240,58 @@ pub(crate) async fn approval_flow(app: &TestApp) {
     assert_eq!(status, 409, "nothing is pending any more");
 }
 
-#[tokio::test]
-async fn an_interrupt_cuts_the_llm_call_and_leaves_the_conversation_paused() {
-    let app = spawn_app().await;
-    app.llm.push(Step::HangAfterFirstChunk {
-        first: "thinking".into(),
-    });
-    let id = create(
-        &app,
-        json!({"initial_message": {"content": "think forever"}}),
-    )
-    .await;
-    frames_until(&app, &id, None, state_is("running")).await;
-    // Wait until the LLM call is in flight.
-    for _ in 0..200 {
+/// Waits until the fake LLM has a request in flight.
+async fn until_llm_in_flight(app: &TestApp) {
+    for _ in 0..500 {
         if app.llm.in_flight() > 0 {
-            break;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    panic!("the LLM was never called");
+}
+
+/// Pause lets the step in flight finish (its tool runs, its result is kept) and stops before
+/// the next LLM call: `paused`, never `finished`. Interrupt cuts the LLM call now.
+async fn pause_vs_interrupt(app: &TestApp) {
+    app.llm.push(Step::Paced {
+        before: Duration::from_millis(500),
+        between_chunks: Duration::ZERO,
+        step: Box::new(Step::tool(
+            "look",
+            "bash",
+            json!({"command": "echo paused-step"}),
+        )),
+    });
+    let id = create(app, json!({"initial_message": {"content": "look around"}})).await;
+    assert!(app.llm.wait_for_requests(1, Duration::from_secs(10)).await);
+    // While it runs: no second run, no compaction.
+    let (status, _) = post(app, &format!("/api/conversations/{id}/run"), json!({})).await;
+    assert_eq!(status, 409);
+    let (status, body) = post(app, &format!("/api/conversations/{id}/condense"), json!({})).await;
+    assert_eq!(status, 409, "{body}");
+    let (status, _) = post(app, &format!("/api/conversations/{id}/pause"), json!({})).await;
+    assert_eq!(status, 200);
+    let frames = frames_until(app, &id, None, state_is("paused")).await;
+    let names: Vec<&str> = frames.iter().map(|f| f.name.as_str()).collect();
+    assert!(names.contains(&"tool_calling_result"), "{names:?}");
+    assert!(!names.contains(&"ai_answer_end"), "{names:?}");
+    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(info["execution_status"], "paused");
+    assert!(info.get("reason").is_none(), "{info}");
+    assert_eq!(app.llm.requests().len(), 1, "no LLM call after the pause");
+
+    // Run again; this time interrupt while the LLM writes.
+    app.llm.push(Step::HangAfterFirstChunk {
+        first: "thinking".into(),
+    });
+    let last = info["last_event_id"].as_u64().unwrap();
+    let (status, _) = post(app, &format!("/api/conversations/{id}/run"), json!({})).await;
+    assert_eq!(status, 200);
+    frames_until(app, &id, Some(last), state_is("running")).await;
+    until_llm_in_flight(app).await;
     let (status, _) = post(
-        &app,
+        app,
         &format!("/api/conversations/{id}/interrupt"),
         json!({}),
     )
@@ -258,32 +300,40 @@ async fn an_interrupt_cuts_the_llm_call_and_leaves_the_conversation_paused() {
     let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(info["execution_status"], "paused");
     assert_eq!(info["reason"], "interrupted");
-    for _ in 0..200 {
-        if app.llm.cancellations() > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(app.llm.cancellations(), 1, "the LLM request was dropped");
+    assert!(
+        app.llm
+            .wait_for_cancellations(1, Duration::from_secs(2))
+            .await,
+        "the LLM request was dropped"
+    );
+    // The paused step's tool result is in the history the next run sends.
+    app.llm.push(Step::text("Done looking."));
+    let (status, _) = post(app, &format!("/api/conversations/{id}/run"), json!({})).await;
+    assert_eq!(status, 200);
+    frames_until(app, &id, Some(last), state_is("finished")).await;
+    let sent = app.llm_messages(app.llm.requests().len() - 1);
+    assert!(
+        sent.iter()
+            .any(|m| m["role"] == "tool" && m["content"].as_str().unwrap().contains("paused-step")),
+        "{sent:?}"
+    );
 }
 
-#[tokio::test]
-async fn refusals_are_precise() {
-    let app = spawn_app().await;
+async fn refusals_are_precise(app: &TestApp) {
     let missing = "6f1c3a52-5d0b-4c53-9f69-2d1f6a1b9e10";
     let (status, _) = app.get_json(&format!("/api/conversations/{missing}")).await;
     assert_eq!(status, 404);
     let (status, _) = app.get_json("/api/conversations/not-a-uuid").await;
     assert_eq!(status, 422);
-    let (status, body) = post(&app, "/api/conversations", json!({"tags": {"Team": "x"}})).await;
+    let (status, body) = post(app, "/api/conversations", json!({"tags": {"Team": "x"}})).await;
     assert_eq!(status, 400, "{body}");
-    let (status, body) = post(&app, "/api/conversations", json!({"model": "nope"})).await;
+    let (status, body) = post(app, "/api/conversations", json!({"model": "nope"})).await;
     assert_eq!(status, 400, "{body}");
-    let (status, _) = post(&app, "/api/conversations", json!({"unknown": 1})).await;
+    let (status, _) = post(app, "/api/conversations", json!({"unknown": 1})).await;
     assert_eq!(status, 422);
     // A first message no run could take leaves no conversation behind.
     let (status, body) = post(
-        &app,
+        app,
         "/api/conversations",
         json!({"initial_message": {"content": "look", "images": ["data:image/png;base64,iVBORw0KGgo="]}}),
     )
@@ -291,19 +341,19 @@ async fn refusals_are_precise() {
     assert_eq!(status, 400, "{body}");
     let (_, count) = app.get_json("/api/conversations/count").await;
     assert_eq!(count, 0);
-    let id = create(&app, json!({"id": missing})).await;
+    let id = create(app, json!({"id": missing})).await;
     assert_eq!(id, missing);
-    let (status, _) = post(&app, "/api/conversations", json!({"id": missing})).await;
+    let (status, _) = post(app, "/api/conversations", json!({"id": missing})).await;
     assert_eq!(status, 409);
     let (status, _) = post(
-        &app,
+        app,
         &format!("/api/conversations/{id}/events/respond_to_confirmation"),
         json!({"accept": true}),
     )
     .await;
     assert_eq!(status, 409);
     let (status, _) = post(
-        &app,
+        app,
         &format!("/api/conversations/{id}/events"),
         json!({"content": " "}),
     )
@@ -322,9 +372,7 @@ async fn refusals_are_precise() {
     assert_eq!(status, 404);
 }
 
-#[tokio::test]
-async fn a_model_that_repeats_a_failing_call_is_nudged_then_stuck() {
-    let app = spawn_app().await;
+async fn a_model_that_repeats_a_failing_call_is_nudged_then_stuck(app: &TestApp) {
     // The same call five times: the first runs, the duplicate guard refuses the rest.
     for i in 0..5 {
         app.llm.push(Step::tool(
@@ -333,8 +381,8 @@ async fn a_model_that_repeats_a_failing_call_is_nudged_then_stuck() {
             json!({"command": "echo same"}),
         ));
     }
-    let id = create(&app, json!({"initial_message": {"content": "loop"}})).await;
-    let frames = frames_until(&app, &id, None, state_is("stuck")).await;
+    let id = create(app, json!({"initial_message": {"content": "loop"}})).await;
+    let frames = frames_until(app, &id, None, state_is("stuck")).await;
     let stuck = frames
         .iter()
         .find(|f| f.name == "stuck")

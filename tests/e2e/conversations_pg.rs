@@ -1,10 +1,11 @@
-//! The conversation lifecycle on PostgreSQL (a fresh database per test on the server that
-//! `.ci/run` starts; skipped with a note when `POSTGRES_TEST_URL` is not set).
+//! The conversation tests on both stores: each body (a fn taking the app) runs as
+//! `<name>::sqlite` on the default SQLite store and as `<name>::postgres` on a fresh database
+//! of the PostgreSQL server that `.ci/run` starts (skipped with a note when
+//! `POSTGRES_TEST_URL` is not set).
 
 use sqlx::Connection;
 
-use crate::conversations_api::{approval_flow, lifecycle};
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::helpers::{TestApp, spawn_app_layers};
 
 const POSTGRES_VAR: &str = "POSTGRES_TEST_URL";
 
@@ -29,23 +30,37 @@ pub(crate) async fn fresh_database() -> Option<String> {
     Some(url.to_string())
 }
 
-/// An app whose conversations live in a new PostgreSQL database of their own: two apps on one
-/// database would each take the other's running conversations for stopped ones at start-up.
-async fn postgres_app() -> Option<TestApp> {
+/// An app (with `extra` TOML) whose conversations live in a new PostgreSQL database of their
+/// own, so a test sees only its own conversations.
+pub(crate) async fn postgres_app(extra: &str) -> Option<TestApp> {
     let url = fresh_database().await?;
-    Some(spawn_app_with(&format!("[conversations]\ndatabase_url = \"{url}\"\n")).await)
+    let store = format!("[conversations]\ndatabase_url = \"{url}\"\n");
+    Some(spawn_app_layers(&[extra, &store]).await)
 }
 
-#[tokio::test]
-async fn the_lifecycle_on_postgres() {
-    if let Some(app) = postgres_app().await {
-        lifecycle(&app).await;
-    }
+/// `on_both_stores! { name: body; other: body2, "extra TOML"; }` makes `name::sqlite` and
+/// `name::postgres`, each running `body(&app)` on a fresh app of that store.
+macro_rules! on_both_stores {
+    ($($name:ident: $body:ident $(, $extra:expr)?;)+) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                let extra: &str = $crate::conversations_pg::on_both_stores!(@extra $($extra)?);
+                let app = $crate::helpers::spawn_app_layers(&[extra]).await;
+                super::$body(&app).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let extra: &str = $crate::conversations_pg::on_both_stores!(@extra $($extra)?);
+                if let Some(app) = $crate::conversations_pg::postgres_app(extra).await {
+                    super::$body(&app).await;
+                }
+            }
+        }
+    )+};
+    (@extra) => { "" };
+    (@extra $extra:expr) => { $extra };
 }
 
-#[tokio::test]
-async fn approvals_on_postgres() {
-    if let Some(app) = postgres_app().await {
-        approval_flow(&app).await;
-    }
-}
+pub(crate) use on_both_stores;

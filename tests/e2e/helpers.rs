@@ -60,6 +60,12 @@ pub async fn spawn_app() -> TestApp {
 /// Starts triage with test defaults (fast retries and timeouts, a model `fake` pointing at
 /// the fake LLM) plus `extra` TOML layered on top. `{LLM}` in `extra` becomes the fake's URL.
 pub async fn spawn_app_with(extra: &str) -> TestApp {
+    spawn_app_layers(&[extra]).await
+}
+
+/// `spawn_app_with` with several TOML layers, each on top of the ones before (two layers may
+/// each set keys of one table).
+pub async fn spawn_app_layers(extras: &[&str]) -> TestApp {
     let llm = FakeLlm::start().await;
     let data_dir = test_data_dir();
     let base_toml = format!(
@@ -84,12 +90,17 @@ model = "openai/fake-model"
 api_base = "{url}"
 [conversations]
 database_url = "sqlite://{db}"
+# The scripted LLM answers in order: a background title request would take a test's next
+# answer. The tests of auto-titling turn it on.
+auto_title = false
 "#,
         url = llm.base_url(),
         db = data_dir.join("triage.db").display()
     );
-    let extra = extra.replace("{LLM}", &llm.base_url());
-    let settings = Settings::from_toml_layers(&[&base_toml, &extra]).expect("test settings");
+    let mut layers = vec![base_toml];
+    layers.extend(extras.iter().map(|e| e.replace("{LLM}", &llm.base_url())));
+    let layers: Vec<&str> = layers.iter().map(String::as_str).collect();
+    let settings = Settings::from_toml_layers(&layers).expect("test settings");
     let mut app = spawn_with_settings(settings, llm).await;
     app.data_dir = Some(data_dir);
     app

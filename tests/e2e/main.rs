@@ -20,6 +20,7 @@ mod cli_hostile_server;
 mod compaction;
 mod config_honesty;
 mod conversation;
+mod conversation_actions;
 mod conversations_api;
 mod conversations_crash;
 mod conversations_pg;

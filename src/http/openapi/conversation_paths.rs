@@ -11,7 +11,10 @@ pub(super) struct ConversationSchemas {
     pub policy: Value,
     pub secrets: Value,
     pub ask: Value,
+    pub generate_title: Value,
+    pub fork: Value,
     pub final_response: Value,
+    pub title: Value,
     pub info: Value,
     pub page: Value,
     pub events: Value,
@@ -37,6 +40,11 @@ fn ok(description: &str, schema: &Value) -> Value {
 
 fn body(schema: &Value) -> Value {
     json!({"required": true, "content": {"application/json": {"schema": schema}}})
+}
+
+/// A body whose fields are all optional: it may be left out.
+fn optional_body(schema: &Value) -> Value {
+    json!({"required": false, "content": {"application/json": {"schema": schema}}})
 }
 
 fn id_param() -> Value {
@@ -195,6 +203,33 @@ pub(super) fn add(doc: &mut Value, s: &ConversationSchemas) {
                 "200": ok("The answer.", &s.final_response),
                 "400": error("An empty question, or the conversation's model is unknown now."),
             }), true))},
+        "/api/conversations/{id}/condense": {"post": operation("condenseConversation",
+            "Summarise the history now, as a compaction in a run would (its events are logged); `success` is false when the summary was not smaller and the history was kept",
+            vec![id_param()], None,
+            common(json!({
+                "200": success(),
+                "409": error("Running, waiting for a confirmation, no history yet, or a message or run came in meanwhile."),
+                "413": error("A single message is too large to summarise within the context window."),
+                "429": error("The model's concurrent-call slots are full; retry shortly."),
+            }), true))},
+        "/api/conversations/{id}/generate_title": {"post": operation("generateTitle",
+            "Title the conversation from its first user messages (one LLM call, no tools); the title is stored",
+            vec![id_param()], Some(optional_body(&s.generate_title)),
+            common(json!({
+                "200": ok("The title.", &s.title),
+                "400": error("Malformed JSON, or the conversation's model is unknown now."),
+                "409": error("The conversation has no user message yet."),
+                "429": error("The model's concurrent-call slots are full; retry shortly."),
+            }), true))},
+        "/api/conversations/{id}/fork": {"post": operation("forkConversation",
+            "An idle copy (config, secrets, state) with the events up to `from_event_id` under the same ids; allowed while the source runs (committed events only)",
+            vec![id_param()], Some(optional_body(&s.fork)),
+            common(json!({
+                "201": ok("The fork.", &s.info),
+                "400": error("`from_event_id` is beyond the source's last event, or invalid tags."),
+                "409": error("The fork's id is taken."),
+                "413": error("The fork would exceed `conversations.max_events_per_conversation`."),
+            }), true))},
         "/api/conversations/{id}/agent_final_response": {"get": operation("agentFinalResponse",
             "The agent's answer to the last user message (empty while there is none)", vec![id_param()], None,
             common(json!({"200": ok("The answer.", &s.final_response)}), true))},
@@ -214,6 +249,7 @@ pub(super) fn add(doc: &mut Value, s: &ConversationSchemas) {
             "The events as server-sent events: those after `Last-Event-ID` (or `after`), then live ones",
             vec![id_param(),
                  query("after", json!({"type": "integer", "minimum": 0}), "Start after this event id."),
+                 query("stream_deltas", json!({"type": "boolean"}), "Also `ai_answer_delta` frames (no `id:`, not stored) of runs on the replica serving the stream."),
                  json!({"name": "last-event-id", "in": "header", "required": false, "schema": {"type": "string", "pattern": "^[0-9]+$"}})],
             None,
             common(json!({

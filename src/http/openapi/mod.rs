@@ -138,6 +138,8 @@ fn build() -> Value {
         "policy": schema::<api::PolicyUpdate>(&mut input),
         "secrets": schema::<api::SecretsUpdate>(&mut input),
         "ask": schema::<api::AskAgent>(&mut input),
+        "generate_title": schema::<api::GenerateTitle>(&mut input),
+        "fork": schema::<api::ForkConversation>(&mut input),
     });
     // Responses: what serde writes (a field is required when it is always sent).
     let mut output = generator(Contract::Serialize);
@@ -155,6 +157,7 @@ fn build() -> Value {
         "StoredEventView": schema::<api::StoredEventView>(&mut output),
         "Success": schema::<api::Success>(&mut output),
         "FinalResponse": schema::<api::FinalResponse>(&mut output),
+        "GeneratedTitle": schema::<api::GeneratedTitle>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);
@@ -205,7 +208,10 @@ fn build() -> Value {
         policy: i("policy"),
         secrets: i("secrets"),
         ask: i("ask"),
+        generate_title: i("generate_title"),
+        fork: i("fork"),
         final_response: r("FinalResponse"),
+        title: r("GeneratedTitle"),
         info: r("ConversationInfo"),
         page: r("ConversationPage"),
         events: r("EventPage"),
