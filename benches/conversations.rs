@@ -18,7 +18,9 @@
 //!   streamed over ~33 s, then an answer over ~4 s); all must finish. Wall time, counts, peak
 //!   conversations running and LLM calls in flight, peak RSS and descriptors.
 //!
-//! `cargo bench --bench conversations -- [--only PHASES] [--stored N,…] [--waiting N,…] [--many N]`.
+//! `cargo bench --bench conversations -- [--only PHASES] [--stored N,…] [--waiting N,…] [--many N]
+//! [--llm-slots N]`;
+//! `BENCH_TRIAGE_BIN=PATH` measures another build of the binary.
 //! Every loop is bounded in count and time; temp files are removed at the end.
 
 use std::io::Write as _;
@@ -54,6 +56,7 @@ struct Options {
     stored: Vec<usize>,
     waiting: Vec<usize>,
     many: usize,
+    llm_slots: usize,
 }
 
 impl Options {
@@ -77,6 +80,9 @@ impl Options {
             many: value("--many")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(10_000),
+            llm_slots: value("--llm-slots")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(20_000),
         }
     }
 
@@ -297,7 +303,13 @@ async fn create_many(addr: SocketAddr, n: usize, tasks: usize) -> (usize, usize,
 // The binary as a child process
 // ---------------------------------------------------------------------------------------------
 
+/// `llm.max_concurrent_calls_per_model` of the servers (`--llm-slots`; default 20,000): a run
+/// starts only with one of its model's call slots (429 otherwise), so the default of 256
+/// would cap running conversations below `conversations.max_running`.
+static LLM_SLOTS: AtomicUsize = AtomicUsize::new(20_000);
+
 fn bench_toml(port: u16, llm: SocketAddr, db: &Path) -> String {
+    let slots = LLM_SLOTS.load(Ordering::Relaxed);
     format!(
         r#"
 [server]
@@ -306,7 +318,7 @@ port = {port}
 max_concurrent_requests = 20000
 shutdown_grace_secs = 1.0
 [llm]
-max_concurrent_calls_per_model = 20000
+max_concurrent_calls_per_model = {slots}
 [toolsets.kubernetes]
 enabled = false
 [toolsets.prometheus]
@@ -399,6 +411,12 @@ fn free_port() -> u16 {
         .unwrap_or(0)
 }
 
+/// The binary under test: cargo's, or `BENCH_TRIAGE_BIN` (another build, to compare). Not a
+/// `TRIAGE_*` name: the server reads those as settings, and it inherits this environment.
+fn binary() -> String {
+    std::env::var("BENCH_TRIAGE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_triage").to_owned())
+}
+
 /// Start-up facts of one spawn.
 struct Started {
     child: Child,
@@ -412,9 +430,9 @@ async fn spawn(llm: SocketAddr, db: &Path) -> Result<Started, String> {
     std::fs::File::create(&config)
         .and_then(|mut f| f.write_all(bench_toml(port, llm, db).as_bytes()))
         .map_err(|e| format!("temp config: {e}"))?;
-    let bin = env!("CARGO_BIN_EXE_triage");
+    let bin = binary();
     let t0 = Instant::now();
-    let child = std::process::Command::new(bin)
+    let child = std::process::Command::new(&bin)
         .arg("serve")
         .env("TRIAGE_CONFIG", &config)
         .env("RUST_LOG", "warn")
@@ -802,8 +820,15 @@ async fn first_frame(fake: &FakeLlm) {
     let addr = server.child.addr;
     let mut conn = Conn::open(addr).await.expect("connect");
     let (mut to_frame, mut to_answer) = (Vec::new(), Vec::new());
-    let conversations = 10;
-    let messages = 110;
+    let (mut to_health, mut to_read) = (Vec::new(), Vec::new());
+    let env = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let conversations = env("BENCH_FRAME_CONVERSATIONS", 10);
+    let messages = env("BENCH_FRAME_MESSAGES", 110);
     for c in 0..conversations {
         let (status, info) = conn
             .call("POST", "/api/conversations", json!({}))
@@ -843,11 +868,22 @@ async fn first_frame(fake: &FakeLlm) {
             if i >= 10 {
                 to_frame.push(seen.saturating_duration_since(t0).as_secs_f64() * 1e6);
                 to_answer.push(answered.as_secs_f64() * 1e6);
+                // Floors on the same connection: HTTP alone, and HTTP + one row read.
+                for (path, times) in [
+                    ("/healthz".to_owned(), &mut to_health),
+                    (format!("/api/conversations/{id}"), &mut to_read),
+                ] {
+                    let t = Instant::now();
+                    let (status, _) = conn.call("GET", &path, Value::Null).await.expect("get");
+                    assert_eq!(status, StatusCode::OK);
+                    times.push(t.elapsed().as_secs_f64() * 1e6);
+                }
             }
         }
     }
-    to_frame.sort_by(|a, b| a.total_cmp(b));
-    to_answer.sort_by(|a, b| a.total_cmp(b));
+    for v in [&mut to_frame, &mut to_answer, &mut to_health, &mut to_read] {
+        v.sort_by(|a, b| a.total_cmp(b));
+    }
     println!(
         "{} messages ({conversations} conversations, one subscriber each, sent one at a time, `run` false).\n",
         to_frame.len()
@@ -860,6 +896,8 @@ async fn first_frame(fake: &FakeLlm) {
             &to_frame,
         ),
         ("the POST's response (200)", &to_answer),
+        ("(floor) `GET /healthz`'s response", &to_health),
+        ("(floor) `GET /api/conversations/{id}`'s response", &to_read),
     ] {
         println!(
             "| {what} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
@@ -980,6 +1018,7 @@ fn raise_fd_limit() -> (u64, u64) {
 
 fn main() {
     let opts = Options::parse();
+    LLM_SLOTS.store(opts.llm_slots, Ordering::Relaxed);
     let (soft, hard) = raise_fd_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -988,7 +1027,7 @@ fn main() {
     runtime.block_on(async {
         println!(
             "binary {}, RLIMIT_NOFILE {soft}/{hard}, {}",
-            env!("CARGO_BIN_EXE_triage"),
+            binary(),
             chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
         );
         let mode = Arc::new(AtomicU8::new(FAST));

@@ -368,7 +368,8 @@ fn main() {
         let store = Store::open(&url, StoreOptions::default())
             .await
             .expect("open the store");
-        let conversations = Conversations::new(agent.clone(), store.clone(), 10_000);
+        let conversations =
+            Conversations::new(agent.clone(), store.clone(), 10_000, Duration::from_secs(10));
         let finishes = Finishes::watch(store.clone());
         // A first conversation tells how many events a finished run writes.
         service_run(&conversations, &finishes)

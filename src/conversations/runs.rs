@@ -18,7 +18,7 @@ use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
 use crate::agent::{
     AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason, UserMessage,
 };
-use crate::store::{NewEvent, Store, StoreError};
+use crate::store::{ConversationRow, NewEvent, Store, StoreError};
 
 /// A run in progress on this replica.
 pub struct LiveRun {
@@ -68,8 +68,8 @@ impl Conversations {
                     .send_to_owner(id, MESSAGE, message_payload(&user))
                     .await;
             }
-            Hold::Mine => {
-                let kept = self.keep_new_message(id, &message, &user).await;
+            Hold::Mine(row) => {
+                let kept = self.keep_new_message(*row, &message, &user).await;
                 self.release(id).await;
                 kept?;
             }
@@ -85,11 +85,11 @@ impl Conversations {
     /// logged, then added to its state.
     async fn keep_new_message(
         &self,
-        id: Uuid,
+        mut row: ConversationRow,
         message: &SendMessage,
         user: &UserMessage,
     ) -> Result<(), ConversationError> {
-        let mut row = self.row(id).await?;
+        let id = row.id;
         if row.status == WAITING {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first \
@@ -193,11 +193,11 @@ impl Conversations {
         if self.live_run(id).is_some() {
             return Err(already());
         }
-        if let Hold::Elsewhere = self.hold(id).await? {
+        let Hold::Mine(row) = self.hold(id).await? else {
             return Err(already());
-        }
+        };
         // The lease is the run's from here; every refusal gives it back.
-        let started = self.start_held(id, input, answering).await;
+        let started = self.start_held(*row, input, answering).await;
         if started.is_err() {
             self.release(id).await;
         }
@@ -206,11 +206,11 @@ impl Conversations {
 
     async fn start_held(
         self: &Arc<Self>,
-        id: Uuid,
+        mut row: ConversationRow,
         input: Input,
         answering: bool,
     ) -> Result<(), ConversationError> {
-        let mut row = self.row(id).await?;
+        let id = row.id;
         if row.status == WAITING && !answering {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first".into(),
