@@ -67,9 +67,8 @@ impl Db {
                 .max_connections(8)
                 .acquire_timeout(WAIT)
                 // A connection to a file in this process cannot drop, and sqlx still pings
-                // each one it returns to the pool; pinging on acquire too put a round trip to
-                // the connection's thread before every query (+30% on a sent message's
-                // `user_message` frame).
+                // each one it returns to the pool; pinging on acquire too put one more round
+                // trip to the connection's thread before every query.
                 .test_before_acquire(false)
                 .connect_with(options)
                 .await?;
