@@ -6,22 +6,24 @@
 //! - `startup`: ready time with 1, 10,000 and 100,000 stored conversations in the SQLite file
 //!   (`--stored` changes the list): process start → `GET /readyz` 200, and → the first
 //!   `GET /api/conversations/{id}` of a stored one; RSS then, after reading 1,000 stored
-//!   conversations and 20 pages of the list, and after 1,000 other ones. The stored conversations are copies, made with
-//!   SQL, of one real finished conversation (a tool call and an answer, as the server stored
-//!   it).
+//!   conversations and 20 pages of the list, and after 1,000 other ones. The stored
+//!   conversations are copies, made with SQL, of one real finished conversation (a tool call
+//!   and an answer, as the server stored it).
+//! - `first_frame`: a subscriber on `GET …/events/stream` sees `user_message` after
+//!   `POST …/events`: time from sending the POST to reading the frame, one message at a time
+//!   (`BENCH_FRAME_CONVERSATIONS` × `BENCH_FRAME_MESSAGES`, default 10 × 110, the first 10 of
+//!   each not counted), beside `GET /healthz` and `GET /api/conversations/{id}` as floors.
 //! - `waiting`: RSS per running conversation while its LLM call streams slowly (one piece a
 //!   second): N conversations created with a first message (`--waiting 1000,10000`), RSS delta
 //!   over a warmed server / N.
-//! - `first_frame`: a subscriber on `GET …/events/stream` sees `user_message` after
-//!   `POST …/events`: time from sending the POST to reading the frame, sequentially.
 //! - `many`: `--many 10000` conversations started at once against a slow LLM (a tool call
 //!   streamed over ~33 s, then an answer over ~4 s); all must finish. Wall time, counts, peak
 //!   conversations running and LLM calls in flight, peak RSS and descriptors.
 //!
-//! `cargo bench --bench conversations -- [--only PHASES] [--stored N,…] [--waiting N,…] [--many N]
-//! [--llm-slots N]`;
-//! `BENCH_TRIAGE_BIN=PATH` measures another build of the binary.
-//! Every loop is bounded in count and time; temp files are removed at the end.
+//! `cargo bench --bench conversations -- [--only PHASES] [--stored N,…] [--waiting N,…]
+//! [--many N] [--llm-slots N]`; `BENCH_TRIAGE_BIN=PATH` measures another build of the binary.
+//! Every loop is bounded in count and time; temp files are removed at the end. BENCHMARKS.md
+//! (session 5) has the figures.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
