@@ -471,6 +471,11 @@ fn machine() -> Value {
 // ---------------------------------------------------------------------------------------------
 
 fn bench_toml(port: u16, llm: SocketAddr) -> String {
+    // Its own database: a benchmark never touches the user's conversations.
+    let data_dir = std::env::temp_dir()
+        .join(format!("triage-bench-load-{}", std::process::id()))
+        .display()
+        .to_string();
     format!(
         r#"
 [server]
@@ -483,6 +488,8 @@ max_concurrent_calls_per_model = 20000
 enabled = false
 [toolsets.prometheus]
 enabled = false
+[conversations]
+data_dir = "{data_dir}"
 [models.fast]
 model = "openai/gpt-4.1"
 api_base = "http://{llm}/v1"

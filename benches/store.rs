@@ -24,8 +24,8 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     runtime.block_on(async {
-        println!("| backend | appenders | events/s | append p50 | append p99 |");
-        println!("| --- | ---: | ---: | ---: | ---: |");
+        println!("| backend | appenders | events/s | append p50 | append p99 | CPU µs per event: bench process / PostgreSQL server |");
+        println!("| --- | ---: | ---: | ---: | ---: | ---: |");
         for concurrency in CONCURRENCY {
             let dir = std::env::temp_dir().join(format!("triage-bench-store-{}", Uuid::new_v4()));
             let url = format!("sqlite://{}", dir.join("triage.db").display());
@@ -69,6 +69,10 @@ async fn run(backend: &str, url: &str, concurrency: usize, secs: f64) {
         store.create(&row).await.expect("create");
         ids.push(row.id);
     }
+    let cpu_before = (
+        cpu_secs(|comm| comm == "self"),
+        cpu_secs(|comm| comm == "postgres"),
+    );
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(secs);
     let tasks: Vec<_> = ids
@@ -98,15 +102,62 @@ async fn run(backend: &str, url: &str, concurrency: usize, secs: f64) {
         latencies.extend(task.await.expect("an appender"));
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let per_event = |before: f64, after: f64| (after - before) * 1e6 / latencies.len() as f64;
+    let own = per_event(cpu_before.0, cpu_secs(|comm| comm == "self"));
+    let server = per_event(cpu_before.1, cpu_secs(|comm| comm == "postgres"));
     latencies.sort();
     let pick = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
     println!(
-        "| {backend} | {concurrency} | {:.0} | {:.2} ms | {:.2} ms |",
+        "| {backend} | {concurrency} | {:.0} | {:.2} ms | {:.2} ms | {own:.0} / {} |",
         latencies.len() as f64 / elapsed,
         pick(0.5).as_secs_f64() * 1e3,
         pick(0.99).as_secs_f64() * 1e3,
+        if backend == "PostgreSQL" {
+            format!("{server:.0}")
+        } else {
+            "–".into()
+        },
     );
     store.close().await;
+}
+
+/// CPU time (user + system, seconds) of this process (`"self"`) or of every process with that
+/// command name (`"postgres"`: the server and its backends), from /proc.
+fn cpu_secs(which: impl Fn(&str) -> bool) -> f64 {
+    let stats: Vec<String> = if which("self") {
+        vec![std::fs::read_to_string("/proc/self/stat").unwrap_or_default()]
+    } else {
+        std::fs::read_dir("/proc")
+            .map(|d| {
+                d.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let ticks: u64 = stats
+        .iter()
+        .filter(|stat| {
+            let comm = stat
+                .split_once('(')
+                .and_then(|(_, rest)| rest.rsplit_once(')'))
+                .map_or("", |(comm, _)| comm);
+            which("self") || which(comm)
+        })
+        .map(|stat| {
+            // utime and stime: the 12th and 13th fields after the command name.
+            stat.rsplit(')')
+                .next()
+                .unwrap_or_default()
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    ticks as f64 / hz
 }
 
 async fn fresh_database(admin: &str) -> (String, String) {

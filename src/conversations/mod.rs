@@ -8,8 +8,8 @@ pub mod api;
 mod condense;
 mod deltas;
 mod events;
-mod ownership;
 mod fork;
+mod ownership;
 mod runs;
 mod settings;
 mod titles;
@@ -332,10 +332,12 @@ fn to_json<T: Serialize>(value: &T) -> Result<serde_json::Value, ConversationErr
         .map_err(|e| ConversationError::Unavailable(format!("cannot encode: {e}")))
 }
 
+/// Read in place: `from_value` would take a copy of the whole tree first (a conversation's
+/// state holds its history).
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
     value: &serde_json::Value,
 ) -> Result<T, ConversationError> {
-    serde_json::from_value(value.clone())
+    T::deserialize(value)
         .map_err(|e| ConversationError::Unavailable(format!("unreadable stored conversation: {e}")))
 }
 

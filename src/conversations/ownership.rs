@@ -22,8 +22,9 @@ use crate::store::{ConversationRow, EventQuery, QueuedCommand, StoreError};
 
 /// Whether this replica may change the conversation now.
 pub(super) enum Hold {
-    /// The lease is ours until `release`.
-    Mine,
+    /// The lease is ours until `release`; the row as it stands under it (read once: a row
+    /// holds the whole history, and a message's `user_message` frame waits for each read).
+    Mine(Box<ConversationRow>),
     /// It runs on another replica, which holds the lease.
     Elsewhere,
 }
@@ -59,17 +60,25 @@ impl Conversations {
                 }
             };
             if claimed {
-                let settled = match self.store.get(id).await {
-                    Ok(Some(row)) if row.status == RUNNING => self.settle_stopped_run(row).await,
-                    Ok(Some(_)) => Ok(()),
+                let row = match self.store.get(id).await {
+                    Ok(Some(row)) if row.status == RUNNING => {
+                        match self.settle_stopped_run(row).await {
+                            // Settling rewrote it.
+                            Ok(()) => self.row(id).await,
+                            Err(e) => Err(e),
+                        }
+                    }
+                    Ok(Some(row)) => Ok(row),
                     Ok(None) => Err(ConversationError::NotFound(id)),
                     Err(e) => Err(e.into()),
                 };
-                if let Err(e) = settled {
-                    self.release(id).await;
-                    return Err(e);
-                }
-                return Ok(Hold::Mine);
+                return match row {
+                    Ok(row) => Ok(Hold::Mine(Box::new(row))),
+                    Err(e) => {
+                        self.release(id).await;
+                        Err(e)
+                    }
+                };
             }
             self.brief_holds().remove(&id);
             if self.row(id).await?.status == RUNNING {
@@ -179,7 +188,7 @@ impl Conversations {
         payload: &serde_json::Value,
     ) {
         let kept = match self.hold(id).await {
-            Ok(Hold::Mine) => {
+            Ok(Hold::Mine(_)) => {
                 let kept = self.add_to_state(id, &message).await;
                 self.release(id).await;
                 kept

@@ -18,7 +18,7 @@ use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
 use crate::agent::{
     AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason, UserMessage,
 };
-use crate::store::{NewEvent, Store, StoreError};
+use crate::store::{ConversationRow, NewEvent, Store, StoreError};
 
 /// A run in progress on this replica.
 pub struct LiveRun {
@@ -69,8 +69,8 @@ impl Conversations {
                     .send_to_owner(id, MESSAGE, message_payload(&user))
                     .await;
             }
-            Hold::Mine => {
-                let kept = self.keep_new_message(id, &message, &user).await;
+            Hold::Mine(row) => {
+                let kept = self.keep_new_message(*row, &message, &user).await;
                 self.release(id).await;
                 kept?;
             }
@@ -86,11 +86,11 @@ impl Conversations {
     /// logged, then added to its state.
     async fn keep_new_message(
         &self,
-        id: Uuid,
+        mut row: ConversationRow,
         message: &SendMessage,
         user: &UserMessage,
     ) -> Result<(), ConversationError> {
-        let mut row = self.row(id).await?;
+        let id = row.id;
         if row.status == WAITING {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first \
@@ -106,7 +106,10 @@ impl Conversations {
         let joined = events::message_pushed(state.messages.last());
         let stored = self
             .store
-            .append(id, [user_event(message)].into_iter().chain(joined).collect())
+            .append(
+                id,
+                [user_event(message)].into_iter().chain(joined).collect(),
+            )
             .await?;
         row.state = to_json(&state)?;
         row.state_event_id = stored.last().map_or(row.state_event_id, |e| e.id);
@@ -201,11 +204,11 @@ impl Conversations {
         if self.live_run(id).is_some() {
             return Err(already());
         }
-        if let Hold::Elsewhere = self.hold(id).await? {
+        let Hold::Mine(row) = self.hold(id).await? else {
             return Err(already());
-        }
+        };
         // The lease is the run's from here; every refusal gives it back.
-        let started = self.start_held(id, input, answering).await;
+        let started = self.start_held(*row, input, answering).await;
         match started {
             // The live run holds the lease now, not a change.
             Ok(()) => {
@@ -218,11 +221,11 @@ impl Conversations {
 
     async fn start_held(
         self: &Arc<Self>,
-        id: Uuid,
+        mut row: ConversationRow,
         input: Input,
         answering: bool,
     ) -> Result<(), ConversationError> {
-        let mut row = self.row(id).await?;
+        let id = row.id;
         if row.status == WAITING && !answering {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first".into(),

@@ -13,7 +13,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use super::db::{Db, on_pool, placeholders};
+use super::db::{Db, on_pool};
 use super::{NOTIFY_CHANNEL, NewEvent, StoreError, StoreOptions, StoredEvent, from_micros, to_i64};
 
 pub(crate) type Reply = oneshot::Sender<Result<Vec<StoredEvent>, StoreError>>;
@@ -153,7 +153,7 @@ async fn commit(
     };
     let select = format!(
         "SELECT id, last_event_id FROM conversations WHERE id IN ({}){lock}",
-        placeholders(1, ids.len())
+        db.placeholders(1, ids.len())
     );
     on_pool!(db, pool => {
         let mut tx = pool.begin_with(begin).await?;
@@ -165,7 +165,7 @@ async fn commit(
         let plan = number(requests, current, max_events)?;
         for chunk in plan.rows.chunks(INSERT_ROWS) {
             let values = (0..chunk.len())
-                .map(|i| format!("({})", placeholders(i * 6 + 1, 6)))
+                .map(|i| format!("({})", db.placeholders(i * 6 + 1, 6)))
                 .collect::<Vec<_>>()
                 .join(", ");
             let sql = format!(
@@ -185,7 +185,7 @@ async fn commit(
         }
         if !plan.last.is_empty() {
             let values = (0..plan.last.len())
-                .map(|i| format!("({})", placeholders(i * 2 + 1, 2)))
+                .map(|i| format!("({})", db.placeholders(i * 2 + 1, 2)))
                 .collect::<Vec<_>>()
                 .join(", ");
             // VALUES columns are named column1, column2 on both backends.
