@@ -18,6 +18,7 @@ pub mod responses;
 pub mod server;
 pub mod sse;
 mod unread;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,6 +127,8 @@ pub fn router(state: AppState) -> Router {
             "/api/conversations/{id}/events/{event_id}",
             get(conversations::event),
         )
+        .route("/api/webhooks/deliveries", get(webhooks::list))
+        .route("/api/webhooks/deliveries/{id}/retry", post(webhooks::retry))
         .merge(console::routes())
         .route("/api/info", get(ops::info))
         .route("/api/openapi.json", get(openapi::openapi))

@@ -5,6 +5,7 @@
 
 mod conversation_paths;
 mod paths;
+mod webhook_paths;
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -155,6 +156,8 @@ fn build() -> Value {
         "StoredEventView": schema::<api::StoredEventView>(&mut output),
         "Success": schema::<api::Success>(&mut output),
         "FinalResponse": schema::<api::FinalResponse>(&mut output),
+        "DeliveryView": schema::<super::webhooks::DeliveryView>(&mut output),
+        "DeliveryPage": schema::<super::webhooks::DeliveryPage>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);
@@ -222,6 +225,7 @@ fn build() -> Value {
         schemas,
     );
     conversation_paths::add(&mut doc, &conversations);
+    webhook_paths::add(&mut doc, &r("DeliveryView"), &r("DeliveryPage"));
     doc
 }
 
