@@ -17,7 +17,7 @@ use crate::store::{Store, WeakStore};
 /// How often a worker looks for due deliveries it was not woken for.
 const POLL: Duration = Duration::from_millis(500);
 /// How long a claim outlives the attempt's timeout: time to record the outcome.
-const CLAIM_MARGIN: Duration = Duration::from_secs(30);
+const CLAIM_MARGIN: Duration = Duration::from_secs(10);
 /// How often the queue gauges are refreshed.
 const STATS_EVERY: Duration = Duration::from_secs(5);
 
