@@ -130,6 +130,9 @@ pub struct DeliveryQuery {
 
 /// Errors longer than this are cut (the receiver writes them).
 const ERROR_MAX: usize = 1000;
+/// Sealing stops taking in more events beyond this body size: a delivery is held in memory
+/// while it is sent, `max_in_flight` of them per receiver.
+const BATCH_BYTES_MAX: usize = 1024 * 1024;
 
 impl Store {
     /// Heads of `receiver`'s queues that are due and not claimed by anyone, oldest first.
@@ -231,11 +234,14 @@ impl Store {
                     .fetch_all(&mut *tx)
                     .await?;
                 let mut events = parse_events(&body)?;
+                let mut bytes = body.len();
                 for (next, kind, next_body, next_sequence, n, next_sealed) in behind {
-                    let fits = count.saturating_add(n) <= to_i64(batch_size as u64);
+                    let fits = count.saturating_add(n) <= to_i64(batch_size as u64)
+                        && bytes + next_body.len() <= BATCH_BYTES_MAX;
                     if kind != EVENTS || next_sealed != 0 || !fits {
                         break;
                     }
+                    bytes += next_body.len();
                     events.extend(parse_events(&next_body)?);
                     merged.push(next);
                     count += n;

@@ -8,7 +8,7 @@ use axum::http::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 /// One receiver of conversation updates.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookSettings {
     /// Names the receiver in metrics, logs and the deliveries API; its queue is keyed by it,
@@ -48,6 +48,22 @@ pub struct WebhookSettings {
     pub retry_max_delay_secs: f64,
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
+}
+
+/// Without the secrets: a settings dump in a log must not carry them.
+impl std::fmt::Debug for WebhookSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |v: &Option<String>| v.as_ref().map(|_| "<hidden>");
+        f.debug_struct("WebhookSettings")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("token", &hidden(&self.token))
+            .field("signing_secret", &hidden(&self.signing_secret))
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("updates", &self.updates)
+            .field("event_kinds", &self.event_kinds)
+            .finish_non_exhaustive()
+    }
 }
 
 fn default_updates() -> Vec<String> {
@@ -163,8 +179,8 @@ pub fn validate(receivers: &[WebhookSettings]) -> Result<(), String> {
         if r.event_kinds.iter().any(|k| k.trim().is_empty()) {
             return Err(format!("{}: an empty kind", key("event_kinds")));
         }
-        if !(1..=1000).contains(&r.batch_size) {
-            return Err(format!("{}: 1 to 1000", key("batch_size")));
+        if !(1..=100).contains(&r.batch_size) {
+            return Err(format!("{}: 1 to 100", key("batch_size")));
         }
         if !(1..=64).contains(&r.max_in_flight) {
             return Err(format!("{}: 1 to 64", key("max_in_flight")));

@@ -142,3 +142,105 @@ async fn kill_9_loses_no_delivery() {
     server.start_kill().unwrap();
     let _ = server.wait().await;
 }
+
+/// Two replicas (the real binary) on one PostgreSQL database, both sending to the same
+/// receiver: every delivery arrives once — no delivery is sent by both — and in order.
+#[tokio::test]
+async fn two_replicas_send_each_delivery_once() {
+    let Some(database) = crate::webhooks_out::fresh_database().await else {
+        return;
+    };
+    let llm = FakeLlm::start().await;
+    let receiver = Receiver::up(SECRET).await;
+    let hooks = format!(
+        "[[webhooks]]\nname = \"tickets\"\nbase_url = \"{}/hooks\"\ntoken = \"${{{TOKEN_VAR}}}\"\n\
+         signing_secret = \"{SECRET}\"\nflush_delay_secs = 0.05\nbatch_size = 2\n\
+         max_in_flight = 8\n",
+        receiver.url()
+    );
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let port = free_port();
+        let config = std::env::temp_dir().join(format!(
+            "triage-webhook-replica-{}.toml",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let text = format!(
+            "[server]\nport = {port}\n[toolsets.kubernetes]\nenabled = false\n\
+             [toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n\
+             [conversations]\ndatabase_url = \"{database}\"\n\
+             [models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n{hooks}",
+            llm.base_url()
+        );
+        std::fs::write(&config, text).unwrap();
+        replicas.push((port, serve(&config, port).await));
+    }
+    // Three conversations, created on alternate replicas, each with a few tool steps.
+    llm.set_default(Step::text("Done."));
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        for step in 0..3 {
+            llm.push(Step::tool(
+                &format!("c{n}{step}"),
+                "bash",
+                json!({"command": format!("echo {n}{step}")}),
+            ));
+        }
+        llm.push(Step::text("Done."));
+        let base = format!("http://127.0.0.1:{}", replicas[n % 2].0);
+        let resp = http_client()
+            .post(format!("{base}/api/conversations"))
+            .header("content-type", "application/json")
+            .body(
+                json!({"confirmation_policy": {"kind": "NeverConfirm"},
+                       "initial_message": {"content": "check"}})
+                .to_string(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let id = json_body(resp).await["id"].as_str().unwrap().to_owned();
+        for _ in 0..400 {
+            if get(&base, &format!("/api/conversations/{id}")).await["execution_status"]
+                == "finished"
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let last = get(&base, &format!("/api/conversations/{id}")).await["last_event_id"]
+            .as_u64()
+            .unwrap();
+        ids.push((id, last));
+    }
+    let got = receiver
+        .wait_for(Duration::from_secs(30), |got| {
+            ids.iter().all(|(id, last)| {
+                got.iter()
+                    .filter(|g| g.path == format!("/hooks/events/{id}"))
+                    .filter_map(|g| g.body.as_array())
+                    .flatten()
+                    .any(|e| e["id"] == *last)
+            })
+        })
+        .await;
+    assert_eq!(
+        receiver.got().len(),
+        got.len(),
+        "a delivery was sent more than once"
+    );
+    for (id, last) in &ids {
+        let events: Vec<u64> = got
+            .iter()
+            .filter(|g| g.path == format!("/hooks/events/{id}"))
+            .filter_map(|g| g.body.as_array())
+            .flatten()
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect();
+        assert_eq!(events, (1..=*last).collect::<Vec<_>>(), "{id}");
+    }
+    for (_, process) in &mut replicas {
+        process.start_kill().unwrap();
+        let _ = process.wait().await;
+    }
+}
