@@ -81,6 +81,7 @@ impl Receiver {
             .map_err(bad)?
             .map(String::into_bytes);
         let timeout = Duration::from_secs_f64(settings.timeout_secs);
+        crate::startup::install_crypto_provider();
         let client = reqwest::Client::builder()
             // A receiver names where deliveries go once, in the config: a redirect would let
             // it (or whoever answers for it) send them somewhere else.
