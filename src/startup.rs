@@ -360,6 +360,7 @@ impl Application {
         let secs = Duration::from_secs_f64;
         let state = AppState {
             chat: stateless_chat(&settings, agent.clone()),
+            inbound: crate::webhooks::inbound::Inbound::new(conversations.clone()),
             conversations,
             agent,
             keepalive: (server.keepalive_interval_secs > 0.0)

@@ -27,3 +27,23 @@ CREATE TABLE webhook_outbox (
 CREATE INDEX webhook_outbox_queue ON webhook_outbox (receiver, conversation_id, seq)
     WHERE status = 'pending';
 CREATE INDEX webhook_outbox_by_status ON webhook_outbox (status, seq);
+
+-- Webhooks in: the reply token of the state a conversation waits in (its SHA-256, hex; the
+-- token itself is only in the deliveries that carry it), and every inbound event: the audit
+-- trail, duplicates (same token and event key) answered from it, early events kept here
+-- until the state they are for is entered.
+ALTER TABLE conversations ADD COLUMN reply_token_hash text;
+ALTER TABLE conversations ADD COLUMN reply_state text;
+CREATE TABLE webhook_inbound (
+    seq bigserial PRIMARY KEY,
+    conversation_id uuid NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    token_hash text NOT NULL,
+    state_name text NOT NULL,
+    event_key text NOT NULL,
+    data text NOT NULL,
+    source text NOT NULL,
+    received_at bigint NOT NULL,
+    status text NOT NULL,
+    answer text NOT NULL,
+    UNIQUE (conversation_id, token_hash, event_key)
+);

@@ -26,3 +26,23 @@ CREATE TABLE webhook_outbox (
 CREATE INDEX webhook_outbox_queue ON webhook_outbox (receiver, conversation_id, seq)
     WHERE status = 'pending';
 CREATE INDEX webhook_outbox_by_status ON webhook_outbox (status, seq);
+
+-- Webhooks in: the reply token of the state a conversation waits in (its SHA-256, hex; the
+-- token itself is only in the deliveries that carry it), and every inbound event: the audit
+-- trail, duplicates (same token and event key) answered from it, early events kept here
+-- until the state they are for is entered.
+ALTER TABLE conversations ADD COLUMN reply_token_hash TEXT;
+ALTER TABLE conversations ADD COLUMN reply_state TEXT;
+CREATE TABLE webhook_inbound (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id BLOB NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    token_hash TEXT NOT NULL,
+    state_name TEXT NOT NULL,
+    event_key TEXT NOT NULL,
+    data TEXT NOT NULL,
+    source TEXT NOT NULL,
+    received_at INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    UNIQUE (conversation_id, token_hash, event_key)
+);

@@ -18,7 +18,7 @@ use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
 use crate::agent::{
     AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason, UserMessage,
 };
-use crate::store::{NewEvent, Store, StoreError};
+use crate::store::{NewEvent, ReplyToken, Store, StoreError};
 
 /// A run in progress on this replica.
 pub struct LiveRun {
@@ -260,19 +260,24 @@ impl Conversations {
     /// Consumes a run: its events go to the log in order, through a writer that batches what
     /// is queued, so the run never waits for a commit; its end is saved with its state.
     async fn drive(&self, id: Uuid, mut run: Run, control: RunControl) {
-        let (tx, rx) = mpsc::unbounded_channel::<NewEvent>();
+        let (tx, rx) = mpsc::unbounded_channel::<(NewEvent, Option<ReplyToken>)>();
         let writer = tokio::spawn(write_log(self.store.clone(), id, rx, control.clone()));
         let mut end = None;
+        let mut token = None;
         let mut context_tokens = 0;
         while let Some(event) = run.next().await {
             if let AgentEvent::Usage(u) = &event {
                 context_tokens = u64::from(u.tokens.total_tokens);
             }
             if event.is_terminal() {
-                end = Some(status_of(&event));
+                let status = status_of(&event);
+                // A state that waits for the outside world gets a new reply token, handed
+                // out with the event that announces it (webhooks in).
+                token = matches!(status.0, WAITING | "paused").then(|| ReplyToken::mint(status.0));
+                end = Some(status);
             }
             if let Some(stored) = events::stored(event) {
-                let _ = tx.send(stored);
+                let _ = tx.send((stored, token.clone()));
             }
         }
         let mut state = run.take_state().unwrap_or_default();
@@ -345,7 +350,8 @@ impl Conversations {
             }
         }
         let update = events::state_update(status, reason.as_deref());
-        if let Err(e) = self.store.append(id, vec![update]).await {
+        let token = token.filter(|t| t.state == status);
+        if let Err(e) = self.store.append_replying(id, vec![update], token).await {
             tracing::error!(conversation = %id, error = %e, "cannot log the conversation's status");
         }
     }
@@ -378,16 +384,17 @@ fn status_of(event: &AgentEvent) -> (&'static str, Option<String>) {
 async fn write_log(
     store: Store,
     id: Uuid,
-    mut rx: mpsc::UnboundedReceiver<NewEvent>,
+    mut rx: mpsc::UnboundedReceiver<(NewEvent, Option<ReplyToken>)>,
     control: RunControl,
 ) -> Result<u64, (u64, StoreError)> {
     let mut last = 0;
-    while let Some(first) = rx.recv().await {
+    while let Some((first, mut token)) = rx.recv().await {
         let mut batch = vec![first];
-        while let Ok(more) = rx.try_recv() {
+        while let Ok((more, more_token)) = rx.try_recv() {
             batch.push(more);
+            token = token.or(more_token);
         }
-        match store.append(id, batch).await {
+        match store.append_replying(id, batch, token).await {
             Ok(stored) => last = stored.last().map_or(last, |e| e.id),
             // A run whose events cannot be kept must not go on unseen.
             Err(e) => {

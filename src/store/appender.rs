@@ -17,9 +17,10 @@ use uuid::Uuid;
 use super::conversations::{COLUMNS, Record};
 use super::db::{Db, on_pool, placeholders};
 use super::outbox::{self, OutboxPlan, STATE_UPDATE, run_statement};
+use super::replies::token_hash;
 use super::{
-    ConversationRow, NOTIFY_CHANNEL, NewEvent, StoreError, StoreOptions, StoredEvent, from_micros,
-    to_i64,
+    ConversationRow, NOTIFY_CHANNEL, NewEvent, ReplyToken, StoreError, StoreOptions, StoredEvent,
+    from_micros, to_i64,
 };
 
 pub(crate) type Reply = oneshot::Sender<Result<Vec<StoredEvent>, StoreError>>;
@@ -28,6 +29,7 @@ pub(crate) enum Command {
     Append {
         id: Uuid,
         events: Vec<NewEvent>,
+        token: Option<ReplyToken>,
         reply: Reply,
     },
     /// Commit what is queued before it, acknowledge, stop.
@@ -56,6 +58,7 @@ pub(crate) fn spawn(
 struct Pending {
     id: Uuid,
     events: Vec<NewEvent>,
+    token: Option<ReplyToken>,
     reply: Reply,
 }
 
@@ -89,8 +92,10 @@ async fn run(
         if round.is_empty() {
             continue;
         }
-        let requests: Vec<(Uuid, &[NewEvent])> =
-            round.iter().map(|p| (p.id, p.events.as_slice())).collect();
+        let requests: Vec<Request> = round
+            .iter()
+            .map(|p| (p.id, p.events.as_slice(), p.token.as_ref()))
+            .collect();
         let outcome = tokio::time::timeout(
             ROUND_TIMEOUT,
             commit(
@@ -134,8 +139,18 @@ async fn run(
 /// Queues an append into the round; a `Close` is returned instead.
 fn take(command: Command, round: &mut Vec<Pending>) -> Option<oneshot::Sender<()>> {
     match command {
-        Command::Append { id, events, reply } => {
-            round.push(Pending { id, events, reply });
+        Command::Append {
+            id,
+            events,
+            token,
+            reply,
+        } => {
+            round.push(Pending {
+                id,
+                events,
+                token,
+                reply,
+            });
             None
         }
         Command::Close(ack) => Some(ack),
@@ -143,6 +158,8 @@ fn take(command: Command, round: &mut Vec<Pending>) -> Option<oneshot::Sender<()
 }
 
 type Answers = Vec<Result<Vec<StoredEvent>, StoreError>>;
+/// A conversation, the events to append to it, and the reply token they hand out.
+type Request<'a> = (Uuid, &'a [NewEvent], Option<&'a ReplyToken>);
 
 /// One transaction for the whole round: lock the conversations' rows, number each request's
 /// events after the row's `last_event_id`, insert them and the webhook deliveries they owe,
@@ -151,14 +168,14 @@ type Answers = Vec<Result<Vec<StoredEvent>, StoreError>>;
 /// the others. Also says whether it queued deliveries.
 async fn commit(
     db: &Db,
-    requests: &[(Uuid, &[NewEvent])],
+    requests: &[Request<'_>],
     max_events: u64,
     outbox: Option<&OutboxPlan>,
 ) -> Result<(Answers, BTreeMap<Uuid, u64>, bool), StoreError> {
     // Sorted, so concurrent replicas lock rows in one order (no deadlock).
     let ids: Vec<Uuid> = requests
         .iter()
-        .map(|(id, _)| *id)
+        .map(|(id, _, _)| *id)
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -181,6 +198,18 @@ async fn commit(
         }
         let current: HashMap<Uuid, i64> = query.fetch_all(&mut *tx).await?.into_iter().collect();
         let plan = number(requests, current, max_events)?;
+        for ((id, _, token), answer) in requests.iter().zip(&plan.answers) {
+            if let (Some(token), Ok(_)) = (token, answer) {
+                sqlx::query(
+                    "UPDATE conversations SET reply_token_hash = $2, reply_state = $3 WHERE id = $1",
+                )
+                .bind(*id)
+                .bind(token_hash(&token.token))
+                .bind(&token.state)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
         let mut queued_deliveries = false;
         if let Some(outbox) = outbox.filter(|o| !o.receivers.is_empty()) {
             let now = Utc::now().timestamp_micros();
@@ -201,9 +230,10 @@ async fn commit(
                 }
             }
             let mut deliveries = Vec::new();
-            for ((id, _), answer) in requests.iter().zip(&plan.answers) {
+            for ((id, _, token), answer) in requests.iter().zip(&plan.answers) {
                 if let Ok(stored) = answer {
-                    deliveries.extend(outbox.for_append(*id, stored, &rows, now)?);
+                    let token = token.map(|t| t.token.as_str());
+                    deliveries.extend(outbox.for_append(*id, stored, &rows, token, now)?);
                 }
             }
             queued_deliveries = !deliveries.is_empty();
@@ -267,7 +297,7 @@ async fn commit(
 /// Conversations whose status changes in the round, when some receiver wants snapshots.
 fn status_changes(
     outbox: &OutboxPlan,
-    requests: &[(Uuid, &[NewEvent])],
+    requests: &[Request<'_>],
     answers: &Answers,
 ) -> BTreeSet<Uuid> {
     if !outbox.wants_conversations() {
@@ -276,10 +306,10 @@ fn status_changes(
     requests
         .iter()
         .zip(answers)
-        .filter(|((_, events), answer)| {
+        .filter(|((_, events, _), answer)| {
             answer.is_ok() && events.iter().any(|e| e.kind == STATE_UPDATE)
         })
-        .map(|((id, _), _)| *id)
+        .map(|((id, _, _), _)| *id)
         .collect()
 }
 
@@ -301,7 +331,7 @@ struct Plan<'a> {
 
 /// Numbers each request's events in queue order after its conversation's current last id.
 fn number<'a>(
-    requests: &'a [(Uuid, &'a [NewEvent])],
+    requests: &'a [Request<'a>],
     mut current: HashMap<Uuid, i64>,
     max_events: u64,
 ) -> Result<Plan<'a>, StoreError> {
@@ -311,7 +341,7 @@ fn number<'a>(
         last: BTreeMap::new(),
     };
     let max = to_i64(max_events);
-    for (id, events) in requests {
+    for (id, events, _) in requests {
         let Some(last) = current.get_mut(id) else {
             plan.answers.push(Err(StoreError::NotFound));
             continue;

@@ -17,6 +17,7 @@ mod leases;
 mod listener;
 pub mod outbox;
 mod paging;
+mod replies;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,7 @@ use db::Db;
 pub use deliveries::{Delivery, DeliveryQuery, Failure, QueueStats, RetryError};
 pub use leases::{Lease, QueuedCommand};
 pub use outbox::{Change, OutboxPlan, OutboxReceiver};
+pub use replies::{Inbound, ReplyState, ReplyToken, token_hash};
 
 /// The PostgreSQL channel of "conversation X has events up to N" (payload `uuid:seq`).
 pub const NOTIFY_CHANNEL: &str = "triage_events";
@@ -294,6 +296,19 @@ impl Store {
         id: Uuid,
         events: Vec<NewEvent>,
     ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.append_replying(id, events, None).await
+    }
+
+    /// `append`, handing out `token` for the state these events announce: its hash is
+    /// stored on the conversation in the same transaction, and the token itself goes only to
+    /// the webhook deliveries of these events (an `approval_required` event's copy, the
+    /// status snapshot), never to the log.
+    pub async fn append_replying(
+        &self,
+        id: Uuid,
+        events: Vec<NewEvent>,
+        token: Option<ReplyToken>,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
@@ -301,7 +316,12 @@ impl Store {
         let stopped = || StoreError::Database("the event appender has stopped".into());
         self.inner
             .appends
-            .send(appender::Command::Append { id, events, reply })
+            .send(appender::Command::Append {
+                id,
+                events,
+                token,
+                reply,
+            })
             .await
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?

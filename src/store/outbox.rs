@@ -19,6 +19,8 @@ use super::{ConversationRow, Store, StoreError, StoredEvent, to_i64};
 
 /// The stored kind of a status change: each one owes a conversation snapshot.
 pub const STATE_UPDATE: &str = "conversation_state_update";
+/// The stored kind of a pause for approvals (its deliveries carry the reply token).
+pub const APPROVAL_REQUIRED: &str = "approval_required";
 /// `kind` of a snapshot delivery (`POST {base_url}/conversations`).
 pub const CONVERSATIONS: &str = "conversations";
 /// `kind` of an events delivery (`POST {base_url}/events/{conversation_id}`).
@@ -68,6 +70,8 @@ pub struct Change {
     pub status: String,
     pub reason: Option<String>,
     pub last_event_id: u64,
+    /// The reply token handed out with this change (`paused`, `waiting_for_confirmation`).
+    pub reply_token: Option<String>,
 }
 
 impl Change {
@@ -80,6 +84,7 @@ impl Change {
                 .to_owned(),
             reason: event.payload["reason"].as_str().map(str::to_owned),
             last_event_id: event.id,
+            reply_token: None,
         }
     }
 
@@ -89,6 +94,7 @@ impl Change {
             status: status.to_owned(),
             reason: row.reason.clone(),
             last_event_id: row.last_event_id,
+            reply_token: None,
         }
     }
 }
@@ -186,8 +192,27 @@ impl OutboxPlan {
         id: Uuid,
         stored: &[StoredEvent],
         rows: &HashMap<Uuid, ConversationRow>,
+        token: Option<&str>,
         now: i64,
     ) -> Result<Vec<NewDelivery>, StoreError> {
+        // The token handed out with these events is in their deliveries, not in the log.
+        let with_token: Vec<StoredEvent>;
+        let stored = match token {
+            Some(token) if stored.iter().any(|e| e.kind == APPROVAL_REQUIRED) => {
+                with_token = stored
+                    .iter()
+                    .map(|e| {
+                        let mut e = e.clone();
+                        if e.kind == APPROVAL_REQUIRED {
+                            e.payload["reply_token"] = Value::String(token.to_owned());
+                        }
+                        e
+                    })
+                    .collect();
+                with_token.as_slice()
+            }
+            _ => stored,
+        };
         let mut out = Vec::new();
         for receiver in &self.receivers {
             let first = out.len();
@@ -212,7 +237,11 @@ impl OutboxPlan {
                     for earlier in &mut out[first..] {
                         earlier.next_attempt_at = now;
                     }
-                    let body = json(&(self.render)(row, &Change::of_event(event)))?;
+                    let change = Change {
+                        reply_token: token.map(str::to_owned),
+                        ..Change::of_event(event)
+                    };
+                    let body = json(&(self.render)(row, &change))?;
                     out.push(NewDelivery {
                         receiver: receiver.name.clone(),
                         conversation_id: id,
@@ -418,7 +447,9 @@ mod tests {
             event(4, STATE_UPDATE, json!({"execution_status": "finished"})),
             event(5, "message", json!({})),
         ];
-        let out = plan(2, None).for_append(id, &stored, &rows, 100).unwrap();
+        let out = plan(2, None)
+            .for_append(id, &stored, &rows, None, 100)
+            .unwrap();
         let shape: Vec<(&str, i64, i64, i64)> = out
             .iter()
             .map(|d| (d.kind, d.sequence, d.event_count, d.next_attempt_at))
@@ -447,7 +478,7 @@ mod tests {
             event(2, "ai_answer_end", json!({})),
         ];
         let out = plan(20, Some(&["ai_answer_end"]))
-            .for_append(id, &stored, &HashMap::new(), 0)
+            .for_append(id, &stored, &HashMap::new(), None, 0)
             .unwrap();
         assert_eq!(out.len(), 1);
         let body: Value = serde_json::from_str(&out[0].body).unwrap();

@@ -25,7 +25,7 @@ pub fn conversation(row: &ConversationRow, change: &Change, default_steps: u32) 
                 "created_at": row.created_at,
                 "updated_at": row.updated_at,
                 "last_event_id": change.last_event_id,
-                "reply_token": null,
+                "reply_token": change.reply_token,
             })
         }
     }
@@ -66,6 +66,6 @@ fn from_info(info: &ConversationInfo, change: &Change) -> Value {
         "pending_actions": info.pending_actions,
         "stats": info.stats,
         "last_event_id": change.last_event_id,
-        "reply_token": null,
+        "reply_token": change.reply_token,
     })
 }

@@ -47,9 +47,12 @@
 //! - **Secrets** never reach a body (the snapshot's credential fields are null; events are
 //!   what the API shows); the receivers' own secrets may come from the environment
 //!   (`${NAME}`) and are masked like every other credential.
+//!
+//! Webhooks in (reply tokens) are `inbound`.
 
 pub mod body;
 pub mod config;
+pub mod inbound;
 mod send;
 mod worker;
 

@@ -48,4 +48,5 @@ mod toolset_internet;
 mod toolset_kubernetes;
 mod toolset_prometheus;
 mod webhooks_crash;
+mod webhooks_in;
 mod webhooks_out;

@@ -139,6 +139,7 @@ fn build() -> Value {
         "policy": schema::<api::PolicyUpdate>(&mut input),
         "secrets": schema::<api::SecretsUpdate>(&mut input),
         "ask": schema::<api::AskAgent>(&mut input),
+        "webhook_event": schema::<crate::webhooks::inbound::WebhookEvent>(&mut input),
     });
     // Responses: what serde writes (a field is required when it is always sent).
     let mut output = generator(Contract::Serialize);
@@ -158,6 +159,7 @@ fn build() -> Value {
         "FinalResponse": schema::<api::FinalResponse>(&mut output),
         "DeliveryView": schema::<super::webhooks::DeliveryView>(&mut output),
         "DeliveryPage": schema::<super::webhooks::DeliveryPage>(&mut output),
+        "WebhookAnswer": schema::<crate::webhooks::inbound::WebhookAnswer>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);
@@ -225,7 +227,13 @@ fn build() -> Value {
         schemas,
     );
     conversation_paths::add(&mut doc, &conversations);
-    webhook_paths::add(&mut doc, &r("DeliveryView"), &r("DeliveryPage"));
+    let webhooks = webhook_paths::WebhookSchemas {
+        delivery: r("DeliveryView"),
+        page: r("DeliveryPage"),
+        event: i("webhook_event"),
+        answer: r("WebhookAnswer"),
+    };
+    webhook_paths::add(&mut doc, &webhooks);
     doc
 }
 

@@ -4,8 +4,17 @@ use serde_json::{Value, json};
 
 use super::conversation_paths::{common, error, ok, query};
 
-/// Adds the deliveries routes; `delivery` and `page` are the schemas they write.
-pub(super) fn add(doc: &mut Value, delivery: &Value, page: &Value) {
+/// The schemas the webhook routes read and write (already under components).
+pub(super) struct WebhookSchemas {
+    pub delivery: Value,
+    pub page: Value,
+    pub event: Value,
+    pub answer: Value,
+}
+
+/// Adds the deliveries routes and the inbound webhook.
+pub(super) fn add(doc: &mut Value, s: &WebhookSchemas) {
+    let (delivery, page) = (&s.delivery, &s.page);
     let op = |id: &str, summary: &str, params: Vec<Value>, responses: Value| {
         json!({
             "tags": ["webhooks"],
@@ -37,6 +46,39 @@ pub(super) fn add(doc: &mut Value, delivery: &Value, page: &Value) {
                 "404": error("No undelivered delivery has this id."),
                 "409": error("The delivery is not dead-lettered."),
             }), false))},
+        "/api/webhook/{conversation_id}/{state_name}": {"post": {
+            "tags": ["webhooks"],
+            "operationId": "receiveWebhookEvent",
+            "summary": "An event from elsewhere for a conversation that waits: approvals, a resume, a message",
+            "description": "No API key: the conversation's reply token (in the `conversations` \
+                webhook delivery that announced the state, and in `approval_required` events' \
+                deliveries) is the credential, as `Authorization: Bearer <token>` or `?token=`. \
+                A duplicate (same token and event key) gets the first answer and changes nothing.",
+            "security": [],
+            "parameters": [
+                {"name": "conversation_id", "in": "path", "required": true,
+                 "schema": {"type": "string", "format": "uuid"}},
+                {"name": "state_name", "in": "path", "required": true,
+                 "schema": {"type": "string"},
+                 "description": "The state the sender expects: `waiting_for_confirmation` or `paused`."},
+                query("token", json!({"type": "string"}), "The reply token (or `Authorization: Bearer`)."),
+            ],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": s.event}}},
+            "responses": {
+                "200": ok("Applied (`state`: the status now), or `no_transition`: the key matches nothing in that state.", &s.answer),
+                "202": ok("Early: kept, and applied when the conversation enters the state (`queued`).", &s.answer),
+                "400": error("Malformed JSON, or a `message` without `data.content`."),
+                "401": error("A missing, wrong or stale reply token (the same answer for each)."),
+                "403": error("Refused for a browser (see `/api/chat`)."),
+                "404": error("No conversation has this id."),
+                "409": error("The conversation is not in `state_name`."),
+                "413": error("A body over 64 KiB."),
+                "422": error("A malformed conversation id, body or query parameter."),
+                "429": error("Too many failed token attempts for this conversation; see `Retry-After`."),
+                "500": error("The conversation store failed."),
+                "503": {"$ref": "#/components/responses/ServerBusy"},
+            },
+        }},
     });
     if let (Some(doc_paths), Value::Object(new)) = (doc["paths"].as_object_mut(), paths) {
         doc_paths.extend(new);
