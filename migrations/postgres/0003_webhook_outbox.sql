@@ -34,6 +34,8 @@ CREATE INDEX webhook_outbox_by_status ON webhook_outbox (status, seq);
 -- until the state they are for is entered.
 ALTER TABLE conversations ADD COLUMN reply_token_hash text;
 ALTER TABLE conversations ADD COLUMN reply_state text;
+-- 1 once the conversation entered that state (an event for it before then is early).
+ALTER TABLE conversations ADD COLUMN reply_entered bigint NOT NULL DEFAULT 0;
 CREATE TABLE webhook_inbound (
     seq bigserial PRIMARY KEY,
     conversation_id uuid NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,

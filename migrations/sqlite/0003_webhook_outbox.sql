@@ -33,6 +33,8 @@ CREATE INDEX webhook_outbox_by_status ON webhook_outbox (status, seq);
 -- until the state they are for is entered.
 ALTER TABLE conversations ADD COLUMN reply_token_hash TEXT;
 ALTER TABLE conversations ADD COLUMN reply_state TEXT;
+-- 1 once the conversation entered that state (an event for it before then is early).
+ALTER TABLE conversations ADD COLUMN reply_entered INTEGER NOT NULL DEFAULT 0;
 CREATE TABLE webhook_inbound (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     conversation_id BLOB NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,

@@ -198,14 +198,21 @@ async fn commit(
         }
         let current: HashMap<Uuid, i64> = query.fetch_all(&mut *tx).await?.into_iter().collect();
         let plan = number(requests, current, max_events)?;
-        for ((id, _, token), answer) in requests.iter().zip(&plan.answers) {
+        for ((id, events, token), answer) in requests.iter().zip(&plan.answers) {
             if let (Some(token), Ok(_)) = (token, answer) {
+                // Handed out before the state is stored (`approval_required`), entered with
+                // the status change itself.
+                let entered = events.iter().any(|e| {
+                    e.kind == STATE_UPDATE && e.payload["execution_status"] == token.state.as_str()
+                });
                 sqlx::query(
-                    "UPDATE conversations SET reply_token_hash = $2, reply_state = $3 WHERE id = $1",
+                    "UPDATE conversations SET reply_token_hash = $2, reply_state = $3, \
+                     reply_entered = $4 WHERE id = $1",
                 )
                 .bind(*id)
                 .bind(token_hash(&token.token))
                 .bind(&token.state)
+                .bind(i64::from(entered))
                 .execute(&mut *tx)
                 .await?;
             }

@@ -56,6 +56,8 @@ pub struct ReplyState {
     /// The live token's hash and the state it was minted for.
     pub token_hash: Option<String>,
     pub token_state: Option<String>,
+    /// Whether the conversation has entered that state (events before are early).
+    pub entered: bool,
 }
 
 /// One inbound event, as kept.
@@ -117,16 +119,20 @@ const INBOUND_COLUMNS: &str = "seq, conversation_id, token_hash, state_name, eve
 impl Store {
     /// The conversation's status and live reply token; `None` if it does not exist.
     pub async fn reply_state(&self, id: Uuid) -> Result<Option<ReplyState>, StoreError> {
-        let found: Option<(String, Option<String>, Option<String>)> = on_pool!(&self.inner.db, pool => sqlx::query_as(
-                "SELECT status, reply_token_hash, reply_state FROM conversations WHERE id = $1")
+        let found: Option<(String, Option<String>, Option<String>, i64)> = on_pool!(&self.inner.db, pool => sqlx::query_as(
+                "SELECT status, reply_token_hash, reply_state, reply_entered FROM conversations \
+                 WHERE id = $1")
                 .bind(id)
                 .fetch_optional(pool)
                 .await?);
-        Ok(found.map(|(status, token_hash, token_state)| ReplyState {
-            status,
-            token_hash,
-            token_state,
-        }))
+        Ok(
+            found.map(|(status, token_hash, token_state, entered)| ReplyState {
+                status,
+                token_hash,
+                token_state,
+                entered: entered != 0,
+            }),
+        )
     }
 
     /// Keeps an inbound event. `Ok(None)`: one with the same token and event key is kept

@@ -11,7 +11,7 @@
 //! into `waiting_for_confirmation` (the token is out with `approval_required` before the
 //! status is stored) is kept and applied the moment the state is entered.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,8 @@ const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 const MAX_TRACKED: usize = 10_000;
 /// How long an early event waits for its state before it expires.
 const EARLY_WAIT: Duration = Duration::from_secs(300);
+/// Early events kept per token at most (distinct keys; beyond it 429).
+const MAX_EARLY: usize = 10;
 
 /// The request body.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -106,6 +108,8 @@ enum Action {
 pub struct Inbound {
     conversations: Arc<Conversations>,
     failures: Mutex<HashMap<Uuid, (Instant, u32)>>,
+    /// (conversation, token hash) pairs a task waits for on this replica.
+    waiters: Mutex<HashSet<(Uuid, String)>>,
 }
 
 impl Inbound {
@@ -113,6 +117,7 @@ impl Inbound {
         Arc::new(Inbound {
             conversations,
             failures: Mutex::default(),
+            waiters: Mutex::default(),
         })
     }
 
@@ -134,7 +139,8 @@ impl Inbound {
         }
         let for_state = state.token_state.as_deref() == Some(req.state_name.as_str());
         let in_state = for_state && state.status == req.state_name;
-        let early = for_state && req.state_name == WAITING && state.status == RUNNING;
+        let early =
+            for_state && !state.entered && req.state_name == WAITING && state.status == RUNNING;
         let received = Utc::now();
         if !in_state && !early {
             self.audit(&req, "not_in_state", received).await;
@@ -142,6 +148,9 @@ impl Inbound {
                 status: state.status,
                 expected: req.state_name,
             });
+        }
+        if early && store.queued_inbound(id, &hash).await?.len() >= MAX_EARLY {
+            return Err(Refused::Throttled(Duration::from_secs(1)));
         }
         let queued = WebhookAnswer {
             queued: Some(true),
@@ -311,50 +320,69 @@ impl Inbound {
     /// Applies the early events kept for `hash` once the conversation waits under that
     /// token; expires them if it goes elsewhere, or after `EARLY_WAIT`.
     fn apply_when_entered(self: &Arc<Self>, id: Uuid, hash: String) {
+        let key = (id, hash.clone());
+        let mut waiters = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        if !waiters.insert(key.clone()) {
+            return; // the task waiting already applies every event kept for the token
+        }
+        drop(waiters);
         let this: Weak<Inbound> = Arc::downgrade(self);
+        let done = Arc::downgrade(self);
+        let forget = move || {
+            if let Some(inbound) = done.upgrade() {
+                inbound
+                    .waiters
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&key);
+            }
+        };
         let mut announced = self.conversations.store().subscribe();
         tokio::spawn(async move {
             let deadline = tokio::time::Instant::now() + EARLY_WAIT;
-            loop {
-                let Some(inbound) = this.upgrade() else {
-                    return;
-                };
-                let state = inbound.conversations.store().reply_state(id).await;
-                let current =
-                    matches!(&state, Ok(Some(s)) if s.token_hash.as_deref() == Some(hash.as_str()));
-                match state {
-                    Ok(Some(s)) if current && s.status == WAITING => {
-                        inbound.apply_queued(id, &hash, true).await;
-                        return;
-                    }
-                    Ok(Some(s)) if current && s.status == RUNNING => {}
-                    Ok(_) => {
-                        inbound.apply_queued(id, &hash, false).await;
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(conversation = %id, error = %e, "cannot read a conversation for its early webhook events")
-                    }
-                }
-                drop(inbound);
-                if tokio::time::Instant::now() >= deadline {
-                    if let Some(inbound) = this.upgrade() {
-                        inbound.apply_queued(id, &hash, false).await;
-                    }
-                    return;
-                }
-                let wait = tokio::time::sleep(Duration::from_millis(500));
-                tokio::pin!(wait);
+            let outcome = async {
                 loop {
-                    tokio::select! {
-                        () = &mut wait => break,
-                        heard = announced.recv() => match heard {
-                            Ok((about, _)) if about != id => continue,
-                            _ => break,
-                        },
+                    let Some(inbound) = this.upgrade() else {
+                        return;
+                    };
+                    let state = inbound.conversations.store().reply_state(id).await;
+                    let current = matches!(&state, Ok(Some(s)) if s.token_hash.as_deref() == Some(hash.as_str()));
+                    match state {
+                        Ok(Some(s)) if current && s.status == WAITING => {
+                            inbound.apply_queued(id, &hash, true).await;
+                            return;
+                        }
+                        Ok(Some(s)) if current && s.status == RUNNING => {}
+                        Ok(_) => {
+                            inbound.apply_queued(id, &hash, false).await;
+                            return;
+                        }
+                        Err(e) => {
+                            tracing::warn!(conversation = %id, error = %e, "cannot read a conversation for its early webhook events")
+                        }
+                    }
+                    drop(inbound);
+                    if tokio::time::Instant::now() >= deadline {
+                        if let Some(inbound) = this.upgrade() {
+                            inbound.apply_queued(id, &hash, false).await;
+                        }
+                        return;
+                    }
+                    let wait = tokio::time::sleep(Duration::from_millis(500));
+                    tokio::pin!(wait);
+                    loop {
+                        tokio::select! {
+                            () = &mut wait => break,
+                            heard = announced.recv() => match heard {
+                                Ok((about, _)) if about != id => continue,
+                                _ => break,
+                            },
+                        }
                     }
                 }
-            }
+            };
+            outcome.await;
+            forget();
         });
     }
 
@@ -454,6 +482,7 @@ mod tests {
             status: WAITING.into(),
             token_hash: hash,
             token_state: Some(WAITING.into()),
+            entered: true,
         };
         let live = state(Some(token_hash("the-token")));
         assert_eq!(

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use sqlx::Connection;
 
 use crate::helpers::{TestApp, json_body, spawn_app_with, tool_writable_dir};
 use crate::webhook_receiver::{Got, Receiver};
@@ -169,6 +170,10 @@ async fn approval_flow(app: &TestApp, receiver: &Receiver) {
     assert!(file.exists(), "the approved call ran");
     let (status, again) = answer(app, &id, "waiting_for_confirmation", &token, approve).await;
     assert_eq!((status, &again), (200, &first));
+    // Another key with the same token, once the state was left: not early, refused.
+    let deny = json!({"event_key": "approval_denied"});
+    let (status, body) = answer(app, &id, "waiting_for_confirmation", &token, deny).await;
+    assert_eq!(status, 409, "{body}");
     let (_, results) = app
         .get_json(&format!(
             "/api/conversations/{id}/events/search?kind=tool_calling_result"
@@ -199,8 +204,8 @@ async fn approval_flow(app: &TestApp, receiver: &Receiver) {
         .collect();
     assert_eq!(
         outcomes,
-        ["not_in_state", "applied"],
-        "the 409, then the approval"
+        ["not_in_state", "applied", "not_in_state"],
+        "a 409, the approval, a 409"
     );
     let audit = audit[1];
     assert_eq!(audit["event_key"], "approval_granted");
@@ -293,27 +298,25 @@ async fn an_early_approval_waits_for_its_state() {
     let app = app_with(&receiver, None).await;
     let (id, file) = waiting(&app).await;
     let token = token_of(&receiver, &id, "waiting_for_confirmation", 0).await;
-    // The moment before the pause is stored: the token is out, the status still running.
+    // The moment before the pause is stored: the token is out with `approval_required`, the
+    // status still running (held by its run, so the server does not settle it as stopped).
     let url = format!(
         "sqlite://{}",
         app.data_dir.as_ref().unwrap().join("triage.db").display()
     );
-    let store = triage::store::Store::open(&url, Default::default())
-        .await
-        .unwrap();
-    let uuid = id.parse().unwrap();
-    let mut row = store.get(uuid).await.unwrap().unwrap();
-    // Held by a run elsewhere, so the server does not take it for a stopped one.
-    let runner = uuid::Uuid::new_v4();
-    let now = chrono::Utc::now();
-    assert!(
-        store
-            .claim(uuid, runner, now, now + chrono::Duration::seconds(60))
-            .await
-            .unwrap()
-    );
-    row.status = "running".into();
-    store.update(&row).await.unwrap();
+    let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let uuid: uuid::Uuid = id.parse().unwrap();
+    let until = (chrono::Utc::now() + chrono::Duration::seconds(60)).timestamp_micros();
+    sqlx::query(
+        "UPDATE conversations SET status = 'running', reply_entered = 0, owner = $2, \
+         lease_until = $3 WHERE id = $1",
+    )
+    .bind(uuid)
+    .bind(uuid::Uuid::new_v4())
+    .bind(until)
+    .execute(&mut db)
+    .await
+    .unwrap();
     let approve = json!({"event_key": "approval_granted"});
     let (status, body) = answer(
         &app,
@@ -333,9 +336,14 @@ async fn an_early_approval_waits_for_its_state() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(!file.exists(), "not applied before the state is entered");
     // The pause is stored: the approval applies.
-    assert!(store.release(uuid, runner).await.unwrap());
-    row.status = "waiting_for_confirmation".into();
-    store.update(&row).await.unwrap();
+    sqlx::query(
+        "UPDATE conversations SET status = 'waiting_for_confirmation', reply_entered = 1, \
+         owner = NULL, lease_until = NULL WHERE id = $1",
+    )
+    .bind(uuid)
+    .execute(&mut db)
+    .await
+    .unwrap();
     wait_status(&app, &id, "finished").await;
     assert!(file.exists(), "the early approval ran the call");
     let (_, audit) = app
@@ -350,7 +358,6 @@ async fn an_early_approval_waits_for_its_state() {
         .map(|e| e["payload"]["outcome"].as_str().unwrap())
         .collect();
     assert_eq!(outcomes, ["queued", "applied"]);
-    store.close().await;
 }
 
 #[tokio::test]
