@@ -315,6 +315,8 @@ mod tests {
         assert!((1500..=3000).contains(&third), "capped: {third}");
         let told = wait(1, Some(Duration::from_secs(20))).unwrap();
         assert_eq!(told, 20_000);
+        let absurd = wait(1, Some(Duration::from_secs(10_000_000))).unwrap();
+        assert_eq!(absurd, 3_600_000, "a Retry-After is believed up to an hour");
         assert_eq!(wait(4, None), None, "max_attempts");
         assert_eq!(
             receiver.next_attempt(&delivery, 1, None, true, now),

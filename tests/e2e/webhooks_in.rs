@@ -378,6 +378,9 @@ async fn failed_token_attempts_are_limited_and_no_api_key_is_needed() {
         .await
         .unwrap();
     let id = json_body(resp).await["id"].as_str().unwrap().to_owned();
+    let huge = json!({"event_key": "message", "data": {"content": "x".repeat(70_000)}});
+    let (status, _) = answer(&app, &id, "paused", "guess", huge).await;
+    assert_eq!(status, 413, "an inbound body is small");
     let guess = json!({"event_key": "resume"});
     for n in 0..10 {
         let (status, _) = answer(&app, &id, "paused", &format!("guess-{n}"), guess.clone()).await;

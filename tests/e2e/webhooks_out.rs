@@ -454,3 +454,75 @@ async fn a_hung_receiver_never_slows_a_run() {
     }
     assert!(!receiver.got().is_empty(), "the receiver was called");
 }
+
+/// A raw HTTP server answering every connection with `head`, then `body_chunk` forever.
+async fn endless_server(head: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = vec![b'x'; 64 * 1024];
+                while socket.write_all(&chunk).await.is_ok() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+        }
+    });
+    (url, server)
+}
+
+/// A hostile receiver: an error answer with an endless body costs one bounded read and a
+/// short error; a success with an endless body is delivered without reading it.
+#[tokio::test]
+async fn an_endless_answer_costs_little() {
+    let (failing, _a) = endless_server(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 1000000000\r\n\r\n\u{1b}[31m",
+    )
+    .await;
+    let app = spawn_app_with(&receiver_toml(
+        &failing,
+        "max_attempts = 1\ntimeout_secs = 5.0\nupdates = [\"conversations\"]",
+    ))
+    .await;
+    let started = Instant::now();
+    post(&app, "/api/conversations", json!({})).await;
+    let failed = wait_failed(&app, 1).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "the error answer was read to its end: {:?}",
+        started.elapsed()
+    );
+    let error = failed[0]["last_error"].as_str().unwrap();
+    assert!(
+        error.len() < 700 && error.starts_with("HTTP 500"),
+        "{error}"
+    );
+    assert!(
+        !error.contains('\u{1b}'),
+        "control characters are dropped: {error:?}"
+    );
+
+    let (ok, _b) = endless_server("HTTP/1.1 200 OK\r\ncontent-length: 1000000000\r\n\r\n").await;
+    let app = spawn_app_with(&receiver_toml(
+        &ok,
+        "timeout_secs = 5.0\nupdates = [\"conversations\"]",
+    ))
+    .await;
+    post(&app, "/api/conversations", json!({})).await;
+    let started = Instant::now();
+    loop {
+        let (_, page) = app.get_json("/api/webhooks/deliveries").await;
+        if page["items"] == json!([]) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(4), "{page}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
