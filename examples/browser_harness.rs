@@ -3,8 +3,11 @@
 //!
 //! ```text
 //! cargo run --example browser_harness -- --port-file PATH [--cors-origin ORIGIN]... [--api-key KEY]
-//!     [--exit-on-stdin-close]
+//!     [--data-dir DIR] [--exit-on-stdin-close]
 //! ```
+//!
+//! Each triage keeps its server-side conversations in its own SQLite file under `--data-dir`
+//! (default: a new directory under the system's temp dir), never in the user's data directory.
 //!
 //! Once the servers listen, PATH receives
 //! `{"triage": PORT, "triage_bare": PORT, "llm": PORT, "llm_script": PORT}` (`triage_bare` has
@@ -56,6 +59,9 @@ struct Args {
     /// Exit when standard input closes (the test runner that started us went away).
     #[arg(long)]
     exit_on_stdin_close: bool,
+    /// Where the triages keep their conversation databases (one SQLite file each).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
 }
 
 /// One scripted answer, as the browser tests write it.
@@ -175,9 +181,28 @@ async fn run(args: Args) -> Result<(), String> {
     });
 
     let llm_url = llm.base_url();
-    let open = start_triage(&llm_url, &args.cors_origin, None, true).await?;
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("triage-browser-{}", uuid::Uuid::new_v4().simple()))
+    });
+    std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+    let database = |name: &str| format!("sqlite://{}", data_dir.join(name).display());
+    let open = start_triage(
+        &llm_url,
+        &args.cors_origin,
+        None,
+        true,
+        &database("open.db"),
+    )
+    .await?;
     // A server with no model configured: what a newcomer sees first.
-    let bare = start_triage(&llm_url, &args.cors_origin, None, false).await?;
+    let bare = start_triage(
+        &llm_url,
+        &args.cors_origin,
+        None,
+        false,
+        &database("bare.db"),
+    )
+    .await?;
     let mut ports = json!({
         "triage": open.port(),
         "triage_bare": bare.port(),
@@ -186,7 +211,14 @@ async fn run(args: Args) -> Result<(), String> {
     });
     let mut servers = vec![open, bare];
     if let Some(key) = &args.api_key {
-        let keyed = start_triage(&llm_url, &args.cors_origin, Some(key), true).await?;
+        let keyed = start_triage(
+            &llm_url,
+            &args.cors_origin,
+            Some(key),
+            true,
+            &database("keyed.db"),
+        )
+        .await?;
         ports["triage_keyed"] = json!(keyed.port());
         servers.push(keyed);
     }
@@ -216,6 +248,7 @@ async fn start_triage(
     cors: &[String],
     key: Option<&str>,
     with_models: bool,
+    database_url: &str,
 ) -> Result<Application, String> {
     let mut toml = format!(
         r#"
@@ -238,9 +271,12 @@ enabled = false
 enabled = false
 [approvals]
 signing_key = "browser-harness-key"
+[conversations]
+database_url = {database_url}
 "#,
         cors = json!(cors),
         keys = json!(key.into_iter().collect::<Vec<_>>()),
+        database_url = json!(database_url),
     );
     if with_models {
         toml.push_str(&format!(

@@ -1,4 +1,5 @@
-//! The `triage` command: `serve` the HTTP API, `ask` a question, list `models`, `check` config.
+//! The `triage` command: `serve` the HTTP API, `ask` a question, list `models`, `check` config,
+//! follow and steer server-side `conversations`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +34,9 @@ enum Command {
     Models,
     /// Validate the configuration, call each model once, report each toolset's status.
     Check,
+    /// Conversations on a running triage: list, show, watch, send, approve, pause, interrupt,
+    /// delete.
+    Conversations(cli::ConversationsArgs),
 }
 
 #[derive(clap::Args)]
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
             Command::Ask(opts) => cli::ask(settings, opts).await,
             Command::Models => cli::models(&settings),
             Command::Check => cli::check(&settings).await,
+            Command::Conversations(args) => cli::conversations(settings, args).await,
         }
     })
 }

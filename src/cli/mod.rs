@@ -1,9 +1,13 @@
-//! The command line: `ask` (in-process or against `--server`), `models`, `check`. Progress
-//! goes to stderr, the answer (markdown) to stdout, so `triage ask … > answer.md` works.
+//! The command line: `ask` (in-process or against `--server`), `models`, `check`,
+//! `conversations` (a client of a running server). Progress goes to stderr, the answer
+//! (markdown) to stdout, so `triage ask … > answer.md` works.
 
 mod check;
+mod conversations;
+mod terminal;
 
 pub use check::{check, models, startup_exit};
+pub use conversations::{ConversationCommand, ConversationsArgs, conversations};
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -81,6 +85,11 @@ pub fn behavior_controls(pairs: &[String]) -> Result<HashMap<String, bool>, Stri
 
 /// The `/api/chat` URL of a running triage, from what the user gave `--server`.
 fn server_chat_url(given: &str) -> Result<String, String> {
+    Ok(format!("{}/api/chat", server_base_url(given)?))
+}
+
+/// The base URL of a running triage (no trailing slash), from what the user gave `--server`.
+fn server_base_url(given: &str) -> Result<String, String> {
     let example = "e.g. --server http://127.0.0.1:5050";
     let parsed = url::Url::parse(given).ok().filter(|u| u.has_host());
     let Some(url) = parsed.filter(|u| matches!(u.scheme(), "http" | "https")) else {
@@ -89,8 +98,8 @@ fn server_chat_url(given: &str) -> Result<String, String> {
              ({example}); got '{given}'"
         ));
     };
-    if url.path().trim_end_matches('/').is_empty() {
-        return Ok(format!("{}/api/chat", given.trim_end_matches('/')));
+    if url.path().trim_end_matches('/').is_empty() && url.query().is_none() {
+        return Ok(given.trim_end_matches('/').to_owned());
     }
     let base = format!(
         "{}://{}",
@@ -118,12 +127,17 @@ impl From<String> for Failure {
 impl Failure {
     /// Prints the message and gives the exit code.
     fn exit(self) -> ExitCode {
+        ExitCode::from(self.report())
+    }
+
+    /// Prints the message (it may quote a server: escaped) and gives the bare exit code.
+    fn report(self) -> u8 {
         let (code, message) = match self {
             Failure::Usage(m) => (EXIT_USAGE, m),
             Failure::Runtime(m) => (EXIT_ERROR, m),
         };
-        eprintln!("triage: {message}");
-        ExitCode::from(code)
+        eprintln!("triage: {}", terminal::clean_text(&message));
+        code
     }
 }
 
@@ -166,7 +180,7 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
     if opts.json {
         return match source.json(request).await {
             Ok(body) => {
-                println!("{body}");
+                println!("{}", terminal::json_text_for_terminal(&body));
                 ExitCode::SUCCESS
             }
             Err(e) => e.exit(),
@@ -181,11 +195,12 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
         };
         match progress.follow(events).await {
             Outcome::Answer(text) => {
-                println!("{text}");
+                // Escaped even when redirected: `cat answer.md` reaches a terminal too.
+                println!("{}", terminal::clean_text(&text));
                 return ExitCode::SUCCESS;
             }
             Outcome::Failed(message) => {
-                eprintln!("triage: {message}");
+                eprintln!("triage: {}", terminal::clean_text(&message));
                 return ExitCode::from(EXIT_ERROR);
             }
             Outcome::Paused(paused) => match decide(&paused) {
@@ -224,7 +239,11 @@ fn decide(paused: &ApprovalRequired) -> Option<Vec<ToolDecision>> {
     }
     let mut decisions = Vec::new();
     for p in &paused.pending_approvals {
-        eprint!("Run `{}` ({})? [y/N] ", p.description, p.tool_name);
+        eprint!(
+            "Run `{}` ({})? [y/N] ",
+            terminal::clean_line(&p.description),
+            terminal::clean_line(&p.tool_name)
+        );
         let _ = std::io::stderr().flush();
         let mut line = String::new();
         let approved = std::io::stdin().read_line(&mut line).is_ok()
@@ -262,6 +281,8 @@ impl Source {
         install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // A redirect would carry X-API-Key to wherever the server points.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| e.to_string())?;
         Ok(Source::Remote {
@@ -418,11 +439,16 @@ impl Progress {
                         .as_deref()
                         .map(|e| format!(": {}", first_line(e)))
                         .unwrap_or_default();
-                    eprintln!("{mark} {} — {}{detail}", r.name, r.description);
+                    eprintln!(
+                        "{mark} {} — {}{}",
+                        terminal::clean_line(&r.name),
+                        terminal::clean_line(&r.description),
+                        terminal::clean_line(&detail)
+                    );
                 }
                 StreamEvent::AiMessage(m) => {
                     if let Some(c) = m.content.filter(|c| !c.trim().is_empty()) {
-                        eprintln!("{}", c.trim());
+                        eprintln!("{}", terminal::clean_text(c.trim()));
                     }
                 }
                 // Not requested: the answer is printed whole when it ends.
@@ -430,8 +456,10 @@ impl Progress {
                 StreamEvent::TokenCount(t) => {
                     self.total_tokens = u64::from(t.metadata.tokens.total_tokens)
                 }
-                StreamEvent::CompactionStart(c) => eprintln!("{}", c.content),
-                StreamEvent::Compacted(c) => eprintln!("{}", c.content),
+                StreamEvent::CompactionStart(c) => {
+                    eprintln!("{}", terminal::clean_text(&c.content))
+                }
+                StreamEvent::Compacted(c) => eprintln!("{}", terminal::clean_text(&c.content)),
                 StreamEvent::ApprovalRequired(p) => return Outcome::Paused(*p),
                 StreamEvent::AnswerEnd(end) => {
                     let u = end.metadata.usage;
@@ -454,7 +482,7 @@ impl Progress {
         eprint!(
             "\r\x1b[2K{} running {} ({:.0} s)",
             SPINNER[frame % SPINNER.len()],
-            names.join(", "),
+            terminal::clean_line(&names.join(", ")),
             self.started.elapsed().as_secs_f64()
         );
         let _ = std::io::stderr().flush();

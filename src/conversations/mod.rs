@@ -78,6 +78,11 @@ pub struct Conversations {
     lease: Duration,
     /// Runs in progress on this replica.
     live: Mutex<HashMap<Uuid, Arc<LiveRun>>>,
+    /// Conversations whose lease this replica holds for a change, not a run.
+    brief: Mutex<std::collections::HashSet<Uuid>>,
+    /// Leases just given up, whose queued commands the maintenance task takes.
+    to_settle: tokio::sync::mpsc::UnboundedSender<Uuid>,
+    released: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Uuid>>>,
     /// One writer of a conversation's row at a time.
     row_locks: Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>,
 }
@@ -91,7 +96,10 @@ impl Conversations {
         max_running: usize,
         lease: Duration,
     ) -> Arc<Conversations> {
+        let (to_settle, released) = tokio::sync::mpsc::unbounded_channel();
         Arc::new(Conversations {
+            to_settle,
+            released: Mutex::new(Some(released)),
             default_steps: agent.options.max_steps,
             agent,
             store,
@@ -100,6 +108,7 @@ impl Conversations {
             lease,
             live: Mutex::default(),
             row_locks: Mutex::default(),
+            brief: Mutex::default(),
         })
     }
 

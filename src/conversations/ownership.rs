@@ -5,6 +5,7 @@
 //! one settles it (`error`, "the server stopped", a valid history), as a restart would.
 //! Commands for a conversation running elsewhere are queued in the store for its owner.
 
+use std::collections::HashSet;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -39,15 +40,25 @@ pub(super) const INTERRUPT: &str = "interrupt";
 impl Conversations {
     /// Takes the lease for a change of this conversation's state, settling first a run
     /// whose replica stopped. `Elsewhere` when another replica runs it.
-    pub(super) async fn hold(&self, id: Uuid) -> Result<Hold, ConversationError> {
+    pub(super) async fn hold(self: &Arc<Self>, id: Uuid) -> Result<Hold, ConversationError> {
         let deadline = Instant::now() + HOLD_WAIT;
         loop {
-            let now = Utc::now();
-            if self
+            // Marked before the claim: the renewal never takes a lease claimed here for one
+            // that leaked.
+            self.brief_holds().insert(id);
+            let now = self.store.now();
+            let claimed = match self
                 .store
                 .claim(id, self.replica, now, now + self.lease)
-                .await?
+                .await
             {
+                Ok(claimed) => claimed,
+                Err(e) => {
+                    self.brief_holds().remove(&id);
+                    return Err(e.into());
+                }
+            };
+            if claimed {
                 let settled = match self.store.get(id).await {
                     Ok(Some(row)) if row.status == RUNNING => self.settle_stopped_run(row).await,
                     Ok(Some(_)) => Ok(()),
@@ -60,6 +71,7 @@ impl Conversations {
                 }
                 return Ok(Hold::Mine);
             }
+            self.brief_holds().remove(&id);
             if self.row(id).await?.status == RUNNING {
                 return Ok(Hold::Elsewhere);
             }
@@ -72,11 +84,22 @@ impl Conversations {
         }
     }
 
-    /// Gives the lease back; a failure only delays the next claim until the lease expires.
+    /// Gives the lease back (a failure only delays the next claim until it expires), then
+    /// takes what was queued for the conversation meanwhile: a sender that saw the lease
+    /// held left its command for the holder.
     pub(super) async fn release(&self, id: Uuid) {
         if let Err(e) = self.store.release(id, self.replica).await {
             tracing::warn!(conversation = %id, error = %e, "cannot release a conversation's lease");
         }
+        self.brief_holds().remove(&id);
+        // Taken by the maintenance task: the caller may hold the conversation's row lock.
+        let _ = self.to_settle.send(id);
+    }
+
+    /// A lease held here for a change (not a run): the renewal keeps it, never takes it for
+    /// a leaked one.
+    pub(super) fn brief_holds(&self) -> std::sync::MutexGuard<'_, HashSet<Uuid>> {
+        self.brief.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Queues a command for the replica running the conversation. If that run ended (or its
@@ -94,13 +117,16 @@ impl Conversations {
                 StoreError::NotFound => ConversationError::NotFound(id),
                 e => e.into(),
             })?;
-        let row = self.row(id).await?;
-        let owned = self
-            .store
-            .lease(id)
-            .await?
-            .is_some_and(|l| l.is_live(Utc::now()));
-        if row.status != RUNNING || !owned {
+        // Queued: from here on, a failure to look only delays the command until the sweep
+        // takes commands no live lease holds.
+        let owner_runs_it = match (self.store.get(id).await, self.store.lease(id).await) {
+            (Ok(Some(row)), Ok(lease)) => {
+                row.status == RUNNING && lease.is_some_and(|l| l.is_live(self.store.now()))
+            }
+            (Ok(None), _) => return Err(ConversationError::NotFound(id)),
+            _ => true,
+        };
+        if !owner_runs_it {
             self.settle_commands(id).await;
         }
         Ok(())
@@ -108,18 +134,23 @@ impl Conversations {
 
     /// Applies queued commands: to the run if it is live here; otherwise a message is kept
     /// for the conversation's next run and the rest, aimed at a run that is over, dropped.
+    /// Takes each conversation's row lock: the caller must not hold it. Under the lock, a
+    /// live run has not yet taken its late messages, so one sent to it is never lost.
     pub(super) async fn apply_commands(self: &Arc<Self>, commands: Vec<QueuedCommand>) {
         for command in commands {
             let id = command.conversation_id;
+            let lock = self.row_lock(id);
+            let _guard = lock.lock().await;
             let live = self.live_run(id);
             match (command.kind.as_str(), live) {
-                (MESSAGE, Some(live)) => match message_of(&command.payload) {
-                    Some(message) => live.control.send(message),
-                    None => tracing::warn!(conversation = %id, "a queued message is unreadable"),
-                },
-                (MESSAGE, None) => match message_of(&command.payload) {
-                    Some(message) => self.keep_message(id, message, &command.payload).await,
-                    None => tracing::warn!(conversation = %id, "a queued message is unreadable"),
+                (MESSAGE, live) => match (message_of(&command.payload), live) {
+                    (Some(message), Some(live)) => live.control.send(message),
+                    (Some(message), None) => {
+                        self.keep_message(id, message, &command.payload).await;
+                    }
+                    (None, _) => {
+                        tracing::warn!(conversation = %id, "a queued message is unreadable");
+                    }
                 },
                 (PAUSE, Some(live)) => live.control.pause(),
                 (INTERRUPT, Some(live)) => live.control.interrupt(),
@@ -128,7 +159,7 @@ impl Conversations {
         }
     }
 
-    /// Takes what is queued for one conversation and applies it.
+    /// Takes what is queued for one conversation and applies it (not under its row lock).
     pub(super) async fn settle_commands(self: &Arc<Self>, id: Uuid) {
         match self.store.take_commands_of(id).await {
             Ok(commands) => self.apply_commands(commands).await,
@@ -138,20 +169,15 @@ impl Conversations {
         }
     }
 
-    /// A message whose run ended before it was taken: added to the idle conversation's
-    /// state (its event is already in the log), or queued again for a run started meanwhile.
+    /// A message whose run ended before it was taken (the row lock held): added to the idle
+    /// conversation's state (its event is already in the log), or queued again for a run
+    /// started meanwhile on another replica.
     async fn keep_message(
         self: &Arc<Self>,
         id: Uuid,
         message: UserMessage,
         payload: &serde_json::Value,
     ) {
-        let lock = self.row_lock(id);
-        let _guard = lock.lock().await;
-        if let Some(live) = self.live_run(id) {
-            live.control.send(message);
-            return;
-        }
         let kept = match self.hold(id).await {
             Ok(Hold::Mine) => {
                 let kept = self.add_to_state(id, &message).await;
@@ -201,16 +227,21 @@ impl Conversations {
 
     /// Settles every run whose replica stopped: at start-up, and on a timer so that another
     /// replica takes over when one dies. Returns how many it settled.
-    pub async fn recover(&self) -> Result<usize, ConversationError> {
+    pub async fn recover(self: &Arc<Self>) -> Result<usize, ConversationError> {
         let mut settled = 0;
         loop {
             let ids = self
                 .store
-                .orphaned(&[RUNNING], Utc::now(), SWEEP_BATCH)
+                .orphaned(&[RUNNING], self.store.now(), SWEEP_BATCH)
                 .await?;
             let found = ids.len();
             for id in ids {
-                let now = Utc::now();
+                // This replica's own run, whose renewal is late: the renewal interrupts it
+                // if the lease is lost; settling it here would run it twice.
+                if self.live_run(id).is_some() {
+                    continue;
+                }
+                let now = self.store.now();
                 if !self
                     .store
                     .claim(id, self.replica, now, now + self.lease)
@@ -296,20 +327,45 @@ impl Conversations {
         Ok(())
     }
 
-    /// Keeps this replica's leases, takes over runs whose replica stopped, and applies the
-    /// commands other replicas queue. Ends when the service is dropped.
+    /// Keeps this replica's leases (a task of its own, so that nothing else delays a
+    /// renewal), takes over runs whose replica stopped, and applies the commands other
+    /// replicas queue. Both tasks end when the service is dropped.
     pub fn maintain(self: &Arc<Self>) {
-        let weak = Arc::downgrade(self);
         let period = self.lease / 3;
-        let mut commands = self.store.subscribe_commands();
+        let weak = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut every = tokio::time::interval(period);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut last_renewed = Instant::now();
             loop {
+                every.tick().await;
+                let Some(this) = weak.upgrade() else { return };
+                this.store.sync_clock().await;
+                this.renew_leases(&mut last_renewed, period).await;
+            }
+        });
+        let weak = Arc::downgrade(self);
+        let mut commands = self.store.subscribe_commands();
+        let released = self
+            .released
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut released) = released else {
+            return; // already maintained
+        };
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(period);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
                 let woken = tokio::select! {
                     _ = every.tick() => None,
                     woken = commands.recv() => Some(woken),
+                    Some(id) = released.recv() => {
+                        let Some(this) = weak.upgrade() else { return };
+                        this.settle_commands(id).await;
+                        continue;
+                    }
                 };
                 let Some(this) = weak.upgrade() else { return };
                 match woken {
@@ -321,11 +377,11 @@ impl Conversations {
                     // Fell behind: take everything queued for this replica.
                     Some(Err(_)) => this.take_own_commands().await,
                     None => {
-                        this.renew_leases(&mut last_renewed).await;
                         if let Err(e) = this.recover().await {
                             tracing::warn!(error = %e, "cannot settle runs whose replica stopped");
                         }
                         this.take_own_commands().await;
+                        this.take_stranded_commands().await;
                     }
                 }
             }
@@ -339,28 +395,57 @@ impl Conversations {
         }
     }
 
+    /// Commands no live lease covers (their run ended, or a sender could not look after
+    /// queueing): a message is kept for the next run, nothing is left waiting forever.
+    async fn take_stranded_commands(self: &Arc<Self>) {
+        match self.store.take_stranded_commands(self.store.now()).await {
+            Ok(commands) => self.apply_commands(commands).await,
+            Err(e) => tracing::warn!(error = %e, "cannot take stranded commands"),
+        }
+    }
+
     /// Renews every lease held here. A run whose lease was lost, or that could not be
     /// renewed for most of its length, is interrupted: another replica may take it over, and
-    /// two must never run one conversation.
-    async fn renew_leases(&self, last_renewed: &mut Instant) {
-        let live: Vec<Uuid> = self
+    /// two must never run one conversation. A lease held here for nothing (its run's end
+    /// could not be saved) is given up, so that the conversation can be settled.
+    async fn renew_leases(&self, last_renewed: &mut Instant, within: Duration) {
+        let renewal = self
+            .store
+            .renew(self.replica, self.store.now() + self.lease);
+        let renewed = match tokio::time::timeout(within, renewal).await {
+            Ok(Ok(held)) => Ok(held),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("the renewal timed out".to_owned()),
+        };
+        let live: HashSet<Uuid> = self
             .live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .keys()
             .copied()
             .collect();
-        match self
-            .store
-            .renew(self.replica, Utc::now() + self.lease)
-            .await
-        {
+        match renewed {
             Ok(held) => {
                 *last_renewed = Instant::now();
-                for id in live.iter().filter(|id| !held.contains(id)) {
+                let held: HashSet<Uuid> = held.into_iter().collect();
+                for id in live.difference(&held) {
                     tracing::error!(conversation = %id, "this replica lost a running conversation's lease; interrupting its run");
                     if let Some(run) = self.live_run(*id) {
                         run.control.interrupt();
+                    }
+                }
+                let leaked: Vec<Uuid> = {
+                    let brief = self.brief_holds();
+                    held.iter()
+                        .filter(|id| !live.contains(id) && !brief.contains(id))
+                        .copied()
+                        .collect()
+                };
+                for id in leaked {
+                    // Still not live: the run ended without saving its end.
+                    if self.live_run(id).is_none() && !self.brief_holds().contains(&id) {
+                        tracing::warn!(conversation = %id, "giving up a lease no run here uses");
+                        let _ = self.store.release(id, self.replica).await;
                     }
                 }
             }

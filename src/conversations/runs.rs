@@ -64,6 +64,7 @@ impl Conversations {
         match self.hold(id).await? {
             Hold::Elsewhere => {
                 self.store.append(id, vec![user_event(&message)]).await?;
+                drop(guard);
                 return self
                     .send_to_owner(id, MESSAGE, message_payload(&user))
                     .await;
@@ -198,8 +199,12 @@ impl Conversations {
         }
         // The lease is the run's from here; every refusal gives it back.
         let started = self.start_held(id, input, answering).await;
-        if started.is_err() {
-            self.release(id).await;
+        match started {
+            // The live run holds the lease now, not a change.
+            Ok(()) => {
+                self.brief_holds().remove(&id);
+            }
+            Err(_) => self.release(id).await,
         }
         started
     }
@@ -249,17 +254,21 @@ impl Conversations {
             .insert(id, Arc::new(LiveRun { control, done }));
         let this = self.clone();
         tokio::spawn(async move {
-            this.drive(id, run, stop).await;
+            let still_ours = this.drive(id, run, stop).await;
             let _ = done_tx.send(true);
             // Commands queued while the run was ending: a message is kept for the next run.
-            this.settle_commands(id).await;
+            // Not when another replica took the conversation over: they are its commands.
+            if still_ours {
+                this.settle_commands(id).await;
+            }
         });
         Ok(())
     }
 
     /// Consumes a run: its events go to the log in order, through a writer that batches what
     /// is queued, so the run never waits for a commit; its end is saved with its state.
-    async fn drive(&self, id: Uuid, mut run: Run, control: RunControl) {
+    /// Returns false if another replica took the conversation over meanwhile.
+    async fn drive(&self, id: Uuid, mut run: Run, control: RunControl) -> bool {
         let (tx, rx) = mpsc::unbounded_channel::<(NewEvent, Option<ReplyToken>)>();
         let writer = tokio::spawn(write_log(self.store.clone(), id, rx, control.clone()));
         let mut end = None;
@@ -295,8 +304,15 @@ impl Conversations {
         let _guard = lock.lock().await;
         // Whatever happens below, the run is over here: later messages take the idle path.
         let _gone = RemoveOnDrop(self, id);
-        let Ok(Some(mut row)) = self.store.get(id).await else {
-            return; // deleted meanwhile
+        let mut row = match self.store.get(id).await {
+            Ok(Some(row)) => row,
+            Ok(None) => return true, // deleted meanwhile
+            // The lease stays until the renewal gives it up; the run is then settled as a
+            // stopped one.
+            Err(e) => {
+                tracing::error!(conversation = %id, error = %e, "cannot read the conversation to save its run's end");
+                return true;
+            }
         };
         // A message sent while the run was ending is kept for the next run, not lost.
         let mut late = control.take_messages();
@@ -343,10 +359,11 @@ impl Conversations {
             Ok(true) => {}
             Ok(false) => {
                 tracing::error!(conversation = %id, "the run's lease was taken over; its end is not saved");
-                return;
+                return false;
             }
             Err(e) => {
                 tracing::error!(conversation = %id, error = %e, "cannot save the conversation's state");
+                return true;
             }
         }
         let update = events::state_update(status, reason.as_deref());
@@ -354,6 +371,7 @@ impl Conversations {
         if let Err(e) = self.store.append_replying(id, vec![update], token).await {
             tracing::error!(conversation = %id, error = %e, "cannot log the conversation's status");
         }
+        true
     }
 }
 

@@ -18,6 +18,8 @@ const EXEMPT: &[&str] = &[
     "/readyz",
     super::console::INDEX_PATH,
     super::console::SCRIPT_PATH,
+    super::console::CONVERSATION_LOG_SCRIPT_PATH,
+    super::console::CONVERSATIONS_SCRIPT_PATH,
     super::console::STYLE_PATH,
     super::console::README_PATH,
 ];

@@ -1,6 +1,7 @@
-//! The browser console at `/`: one page and its script and style sheet, embedded in the
-//! binary (no build step, nothing fetched at run time). The page holds no secret, so its
-//! exact paths are exempt from API keys (`auth::EXEMPT`); the API calls it makes are not.
+//! The browser console at `/`: one page, its scripts (the chat view, the conversations view)
+//! and style sheet, embedded in the binary (no build step, nothing fetched at run time). The
+//! page holds no secret, so its exact paths are exempt from API keys (`auth::EXEMPT`); the API
+//! calls it makes are not.
 
 use std::sync::LazyLock;
 
@@ -14,12 +15,24 @@ use super::AppState;
 
 pub const INDEX_PATH: &str = "/";
 pub const SCRIPT_PATH: &str = "/console/app.js";
+/// One server-side conversation's event log and stream, for the conversations view.
+pub const CONVERSATION_LOG_SCRIPT_PATH: &str = "/console/conversation-log.js";
+/// The conversations view (server-side conversations), beside the chat view of `app.js`.
+pub const CONVERSATIONS_SCRIPT_PATH: &str = "/console/conversations.js";
 pub const STYLE_PATH: &str = "/console/style.css";
 /// The README, for the console's "how to configure a model" link (public documentation).
 pub const README_PATH: &str = "/console/readme.md";
 
 const INDEX_HTML: &str = include_str!("console/index.html");
 const APP_JS: &str = include_str!("console/app.js");
+const CONVERSATION_LOG_JS: &str = include_str!("console/conversation-log.js");
+const CONVERSATIONS_JS: &str = include_str!("console/conversations.js");
+/// Every script of the page, in the order it loads them.
+const SCRIPTS: [(&str, &str); 3] = [
+    (SCRIPT_PATH, APP_JS),
+    (CONVERSATION_LOG_SCRIPT_PATH, CONVERSATION_LOG_JS),
+    (CONVERSATIONS_SCRIPT_PATH, CONVERSATIONS_JS),
+];
 const STYLE_CSS: &str = include_str!("console/style.css");
 const README: &str = include_str!("../../README.md");
 
@@ -32,7 +45,9 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
 /// while a new binary's page never runs an old script.
 static PAGE: LazyLock<String> = LazyLock::new(|| {
     let mut hash = Sha256::new();
-    hash.update(APP_JS);
+    for (_, script) in SCRIPTS {
+        hash.update(script);
+    }
     hash.update(STYLE_CSS);
     let version: String = hash.finalize()[..6]
         .iter()
@@ -44,7 +59,15 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(INDEX_PATH, get(index))
-        .route(SCRIPT_PATH, get(script))
+        .route(SCRIPT_PATH, get(|| async { script(APP_JS) }))
+        .route(
+            CONVERSATION_LOG_SCRIPT_PATH,
+            get(|| async { script(CONVERSATION_LOG_JS) }),
+        )
+        .route(
+            CONVERSATIONS_SCRIPT_PATH,
+            get(|| async { script(CONVERSATIONS_JS) }),
+        )
         .route(STYLE_PATH, get(style))
         .route(README_PATH, get(readme))
 }
@@ -67,9 +90,9 @@ async fn index() -> Response {
     )
 }
 
-async fn script() -> Response {
+fn script(body: &'static str) -> Response {
     asset(
-        APP_JS,
+        body,
         "text/javascript; charset=utf-8",
         "public, max-age=86400",
         &[],
@@ -112,7 +135,9 @@ mod tests {
     #[test]
     fn the_page_names_its_versioned_assets() {
         assert!(!PAGE.contains("__ASSET_VERSION__"));
-        assert!(PAGE.contains(&format!("{SCRIPT_PATH}?v=")));
+        for (path, _) in SCRIPTS {
+            assert!(PAGE.contains(&format!("{path}?v=")), "{path}");
+        }
         assert!(PAGE.contains(&format!("{STYLE_PATH}?v=")));
     }
 

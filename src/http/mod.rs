@@ -186,12 +186,21 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
     Some(
         CorsLayer::new()
             .allow_origin(allow)
-            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            // PATCH and DELETE: /api/conversations/{id}; Last-Event-ID: a conversation's event
+            // stream resumed by a browser client (fetch-event-source sends it on reconnect).
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PATCH,
+                Method::DELETE,
+                Method::OPTIONS,
+            ])
             .allow_headers([
                 header::CONTENT_TYPE,
                 header::AUTHORIZATION,
                 header::ACCEPT,
                 header::HeaderName::from_static("x-api-key"),
+                header::HeaderName::from_static("last-event-id"),
             ])
             .expose_headers([header::HeaderName::from_static("x-request-id")])
             .max_age(Duration::from_secs(600)),

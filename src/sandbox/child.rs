@@ -197,6 +197,10 @@ impl Plan {
                 0,
             );
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+            // Before Landlock: the guard stays outside its command's Landlock domain, which
+            // keeps the command from reading or signalling it (it is a copy of triage). It
+            // runs no code of the command's.
+            super::guard::split(self.triage)?;
             if let Some(fd) = &self.ruleset {
                 // The landlock crate's `restrict_self` consumes its ruleset and is not
                 // documented as async-signal-safe, so the one system call is made here on
@@ -206,9 +210,8 @@ impl Plan {
                     return Err(io::Error::last_os_error());
                 }
             }
-            // Last, so that the guard is as confined as its command.
-            super::guard::split(self.triage)
         }
+        Ok(())
     }
 }
 

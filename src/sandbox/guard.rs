@@ -5,6 +5,8 @@
 //! things: its command ending — it then ends the same way, so triage sees the command's own
 //! exit status — or triage dying, signalled by the parent-death signal — it then kills the
 //! whole process group. triage's own timeouts and cancellations kill that group as before.
+//! The guard ignores every other signal, cannot dump core and cannot be read by its command
+//! (it is a copy of triage's memory); it counts as one of the tools' processes.
 //!
 //! Everything here runs between fork and exec in a child of a multi-threaded process: raw
 //! system calls on plain data, nothing that allocates or locks.
@@ -40,9 +42,9 @@ pub(super) unsafe fn split(triage: libc::pid_t) -> io::Result<()> {
         if libc::getppid() != triage {
             libc::_exit(127); // triage died before the signal was set up
         }
-        // Inherited handlers are triage's (writing to pipes the guard closes): the defaults,
-        // so that a signal aimed at the group acts on the guard as on any process. Before the
-        // fork: setting SIGCHLD's default discards a pending one (the command's end).
+        // Inherited handlers are triage's: the defaults, which the command would get from
+        // exec anyway, except that ignored signals would stay ignored. Before the fork: in the
+        // guard, changing SIGCHLD's disposition would discard a pending one (the command's end).
         for signal in 1..32 {
             if signal != libc::SIGKILL && signal != libc::SIGSTOP {
                 libc::signal(signal, libc::SIG_DFL);
@@ -81,6 +83,24 @@ unsafe fn guard_until_done(
 ) -> ! {
     // SAFETY (whole block): plain system calls on stack values; see the module doc.
     unsafe {
+        // The guard's memory is a copy of triage's (keys, other conversations' secrets): no
+        // core dump of it, and no reading it through /proc or ptrace by its command, which
+        // runs as the same user.
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        // Signals the command sends its own group (`kill 0`) are the command's business: the
+        // guard ignores them, so that its death cannot kill a command that survives them.
+        // Only SIGKILL (triage's timeouts) ends it. SIGCHLD and the parent-death signal stay
+        // as they are: changing SIGCHLD's disposition would discard a pending one.
+        for signal in 1..32 {
+            if ![libc::SIGKILL, libc::SIGSTOP, libc::SIGCHLD, PARENT_DIED].contains(&signal) {
+                libc::signal(signal, libc::SIG_IGN);
+            }
+        }
         close_every_file();
         // A lost SIGCHLD must not leave the guard waiting: it looks every second anyway.
         let second = libc::timespec {
@@ -105,6 +125,7 @@ unsafe fn guard_until_done(
             }
             if libc::WIFSIGNALED(status) {
                 let signal = libc::WTERMSIG(status);
+                libc::signal(signal, libc::SIG_DFL);
                 let mut only: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut only);
                 libc::sigaddset(&mut only, signal);

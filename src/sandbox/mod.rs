@@ -288,6 +288,13 @@ impl Sandbox {
                  sandbox.require_landlock = true to refuse to start without it"
             ),
         }
+        if std::process::id() == 1 {
+            tracing::warn!(
+                "triage runs as PID 1: the processes of a tool call it kills (timeouts, \
+                 cancellations) are re-parented to it and never reaped; run it under an init \
+                 (`docker run --init`, tini)"
+            );
+        }
         if inner.kernel_abi.is_none() {
             for file in inner
                 .protected

@@ -83,7 +83,8 @@ impl Record {
             attempts: u32::try_from(self.attempts).unwrap_or(u32::MAX),
             created_at: from_micros(self.created_at)?,
             age_from: from_micros(self.age_from)?,
-            next_attempt_at: from_micros(self.next_attempt_at)?,
+            // Due at once is stored as 0 (see `outbox::DUE_NOW`): shown as its creation.
+            next_attempt_at: from_micros(self.next_attempt_at.max(self.created_at))?,
             last_error: self.last_error,
             last_status: self.last_status.and_then(|s| u16::try_from(s).ok()),
         })
@@ -337,7 +338,7 @@ impl Store {
         let now = to_micros(Utc::now());
         let retried = on_pool!(&self.inner.db, pool => sqlx::query(
             "UPDATE webhook_outbox SET status = 'pending', attempts = 0, age_from = $2, \
-             next_attempt_at = $2, claimed_by = NULL, claim_until = NULL \
+             next_attempt_at = 0, claimed_by = NULL, claim_until = NULL \
              WHERE delivery_id = $1 AND status = 'failed'")
             .bind(id)
             .bind(now)

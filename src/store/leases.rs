@@ -5,6 +5,8 @@
 //! `conversation_commands` and the owner woken (NOTIFY on PostgreSQL); the owner takes its
 //! commands by deleting them, so each is applied once.
 
+use std::sync::atomic::Ordering;
+
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -150,30 +152,40 @@ impl Store {
     ) -> Result<(), StoreError> {
         let payload = serde_json::to_string(payload)
             .map_err(|e| StoreError::Database(format!("serialising: {e}")))?;
-        let inserted = on_pool!(&self.inner.db, pool => sqlx::query(
-            "INSERT INTO conversation_commands (conversation_id, kind, payload) \
-             SELECT id, $2, $3 FROM conversations WHERE id = $1")
+        let inserted = match &self.inner.db {
+            // The wake-up is part of the statement: a queued command is always announced.
+            super::db::Db::Postgres(pool) => sqlx::query(
+                "WITH queued AS (INSERT INTO conversation_commands (conversation_id, kind, payload) \
+                 SELECT id, $2, $3 FROM conversations WHERE id = $1 RETURNING conversation_id) \
+                 SELECT pg_notify($4, conversation_id::text) FROM queued",
+            )
             .bind(id)
             .bind(kind)
             .bind(&payload)
-            .execute(pool)
+            .bind(COMMANDS_CHANNEL)
+            .fetch_all(pool)
             .await?
-            .rows_affected());
+            .len(),
+            super::db::Db::Sqlite(pool) => {
+                let inserted = sqlx::query(
+                    "INSERT INTO conversation_commands (conversation_id, kind, payload) \
+                     SELECT id, $2, $3 FROM conversations WHERE id = $1",
+                )
+                .bind(id)
+                .bind(kind)
+                .bind(&payload)
+                .execute(pool)
+                .await?
+                .rows_affected();
+                // One replica: its own subscribers are the only ones to wake.
+                if inserted > 0 {
+                    let _ = self.inner.commands.send(id);
+                }
+                usize::try_from(inserted).unwrap_or(usize::MAX)
+            }
+        };
         if inserted == 0 {
             return Err(StoreError::NotFound);
-        }
-        match &self.inner.db {
-            super::db::Db::Postgres(pool) => {
-                sqlx::query("SELECT pg_notify($1, $2)")
-                    .bind(COMMANDS_CHANNEL)
-                    .bind(id.to_string())
-                    .execute(pool)
-                    .await?;
-            }
-            // One replica: its own subscribers are the only ones to wake.
-            super::db::Db::Sqlite(_) => {
-                let _ = self.inner.commands.send(id);
-            }
         }
         Ok(())
     }
@@ -188,6 +200,23 @@ impl Store {
             owner,
         )
         .await
+    }
+
+    /// Takes the commands of conversations no live lease holds (as of `now`): what a run
+    /// that ended, or a sender that could not look after queueing, left behind.
+    pub async fn take_stranded_commands(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<QueuedCommand>, StoreError> {
+        let records: Vec<CommandRecord> = on_pool!(&self.inner.db, pool => sqlx::query_as(
+            "DELETE FROM conversation_commands WHERE conversation_id IN \
+             (SELECT id FROM conversations WHERE owner IS NULL OR lease_until IS NULL \
+              OR lease_until <= $1) \
+             RETURNING seq, conversation_id, kind, payload")
+            .bind(to_micros(now))
+            .fetch_all(pool)
+            .await?);
+        commands_of(records)
     }
 
     /// Takes the commands queued for one conversation, whoever holds it.
@@ -205,22 +234,7 @@ impl Store {
             .bind(key)
             .fetch_all(pool)
             .await?);
-        let mut commands = records
-            .into_iter()
-            .map(|r| {
-                Ok(QueuedCommand {
-                    seq: r.seq,
-                    conversation_id: r.conversation_id,
-                    kind: r.kind,
-                    payload: serde_json::from_str(&r.payload).map_err(|e| {
-                        StoreError::Database(format!("a stored command is not valid JSON: {e}"))
-                    })?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        // RETURNING promises no order.
-        commands.sort_by_key(|c| c.seq);
-        Ok(commands)
+        commands_of(records)
     }
 
     /// "A command is queued for conversation X": woken by other replicas' `push_command`
@@ -229,4 +243,50 @@ impl Store {
     pub fn subscribe_commands(&self) -> tokio::sync::broadcast::Receiver<Uuid> {
         self.inner.commands.subscribe()
     }
+
+    /// The time leases are measured in: this machine's clock corrected by the database's
+    /// (PostgreSQL), so that replicas with skewed clocks agree on when a lease expires.
+    pub fn now(&self) -> DateTime<Utc> {
+        let offset = self.inner.clock_offset_us.load(Ordering::Relaxed);
+        Utc::now() + chrono::Duration::microseconds(offset)
+    }
+
+    /// Measures the database's clock against this machine's (PostgreSQL; SQLite shares the
+    /// machine's). A failure keeps the last offset.
+    pub async fn sync_clock(&self) {
+        let super::db::Db::Postgres(pool) = &self.inner.db else {
+            return;
+        };
+        let before = Utc::now();
+        let answer: Result<(i64,), sqlx::Error> =
+            sqlx::query_as("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
+                .fetch_one(pool)
+                .await;
+        let after = Utc::now();
+        if let Ok((database_us,)) = answer {
+            let midpoint = to_micros(before) + (to_micros(after) - to_micros(before)) / 2;
+            self.inner
+                .clock_offset_us
+                .store(database_us - midpoint, Ordering::Relaxed);
+        }
+    }
+}
+
+fn commands_of(records: Vec<CommandRecord>) -> Result<Vec<QueuedCommand>, StoreError> {
+    let mut commands = records
+        .into_iter()
+        .map(|r| {
+            Ok(QueuedCommand {
+                seq: r.seq,
+                conversation_id: r.conversation_id,
+                kind: r.kind,
+                payload: serde_json::from_str(&r.payload).map_err(|e| {
+                    StoreError::Database(format!("a stored command is not valid JSON: {e}"))
+                })?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    // RETURNING promises no order.
+    commands.sort_by_key(|c| c.seq);
+    Ok(commands)
 }

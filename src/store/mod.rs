@@ -194,6 +194,8 @@ struct Inner {
     commands: broadcast::Sender<Uuid>,
     /// Bumped when this replica writes outbox rows: wakes its webhook workers.
     outbox_written: watch::Sender<u64>,
+    /// The database's clock minus this machine's, in µs (`Store::now`).
+    clock_offset_us: std::sync::atomic::AtomicI64,
     appender: Mutex<Option<JoinHandle<()>>>,
     listener: Option<JoinHandle<()>>,
 }
@@ -245,6 +247,7 @@ impl Store {
                 announcements,
                 commands,
                 outbox_written,
+                clock_offset_us: std::sync::atomic::AtomicI64::new(0),
                 appender: Mutex::new(Some(appender)),
                 listener,
             }),

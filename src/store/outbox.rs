@@ -144,6 +144,10 @@ macro_rules! run_statement {
 }
 pub(super) use run_statement;
 
+/// `next_attempt_at` of a delivery due at once: before any clock's now, so that replicas
+/// whose clocks disagree never hold it back.
+const DUE_NOW: i64 = 0;
+
 /// Rows per INSERT (10 values each: well under both backends' parameter limits).
 const INSERT_ROWS: usize = 500;
 
@@ -163,7 +167,6 @@ impl OutboxPlan {
         &self,
         row: &ConversationRow,
         change: &Change,
-        now: i64,
     ) -> Result<Vec<NewDelivery>, StoreError> {
         let body = json(&(self.render)(row, change))?;
         Ok(self
@@ -177,7 +180,7 @@ impl OutboxPlan {
                 body: body.clone(),
                 sequence: to_i64(change.last_event_id),
                 event_count: 0,
-                next_attempt_at: now,
+                next_attempt_at: DUE_NOW,
             })
             .collect())
     }
@@ -222,7 +225,7 @@ impl OutboxPlan {
                 if receiver.wants(&event.kind) {
                     batch.push(event);
                     if batch.len() >= receiver.batch_size {
-                        out.push(events_delivery(receiver, id, &batch, now)?);
+                        out.push(events_delivery(receiver, id, &batch, DUE_NOW)?);
                         batch.clear();
                     }
                 }
@@ -231,11 +234,11 @@ impl OutboxPlan {
                     && let Some(row) = rows.get(&id)
                 {
                     if !batch.is_empty() {
-                        out.push(events_delivery(receiver, id, &batch, now)?);
+                        out.push(events_delivery(receiver, id, &batch, DUE_NOW)?);
                         batch.clear();
                     }
                     for earlier in &mut out[first..] {
-                        earlier.next_attempt_at = now;
+                        earlier.next_attempt_at = DUE_NOW;
                     }
                     let change = Change {
                         reply_token: token.map(str::to_owned),
@@ -249,7 +252,7 @@ impl OutboxPlan {
                         body,
                         sequence: to_i64(event.id),
                         event_count: 0,
-                        next_attempt_at: now,
+                        next_attempt_at: DUE_NOW,
                     });
                 }
             }
@@ -374,7 +377,7 @@ impl Store {
             if let Some(record) = record.filter(|_| written > 0) {
                 let row = record.into_row()?;
                 let change = Change::of_row(&row, status.unwrap_or(&row.status));
-                for insert in inserts(plan.snapshots(&row, &change, now)?, now) {
+                for insert in inserts(plan.snapshots(&row, &change)?, now) {
                     run_statement!(&mut *tx, insert)?;
                 }
             }
@@ -458,9 +461,9 @@ mod tests {
         assert_eq!(
             shape,
             [
-                (EVENTS, 2, 2, 100),
-                (EVENTS, 4, 2, 100),
-                (CONVERSATIONS, 4, 0, 100),
+                (EVENTS, 2, 2, DUE_NOW),
+                (EVENTS, 4, 2, DUE_NOW),
+                (CONVERSATIONS, 4, 0, DUE_NOW),
                 (EVENTS, 5, 1, later),
             ]
         );

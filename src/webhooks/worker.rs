@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use tokio::task::JoinSet;
 use uuid::Uuid;
 
@@ -47,7 +46,9 @@ async fn fill(receiver: &Arc<Receiver>, store: &Store, owner: Uuid, in_flight: &
     if room == 0 {
         return;
     }
-    let now = Utc::now();
+    // The database's clock (corrected on PostgreSQL): claims of replicas whose clocks
+    // disagree still expire when they should.
+    let now = store.now();
     let heads = match store
         .outbox_heads(&receiver.name, now, u32::try_from(room).unwrap_or(u32::MAX))
         .await
@@ -103,7 +104,7 @@ async fn deliver(receiver: Arc<Receiver>, store: Store, owner: Uuid, seq: i64) {
         } => {
             let attempts = delivery.attempts.saturating_add(1);
             let next =
-                receiver.next_attempt(&delivery, attempts, retry_after, permanent, Utc::now());
+                receiver.next_attempt(&delivery, attempts, retry_after, permanent, store.now());
             let outcome = if next.is_some() {
                 tracing::info!(receiver = %name, delivery = %delivery.id, attempts, error = %failure.error, "webhook delivery failed; retrying");
                 "retried"
@@ -142,7 +143,7 @@ pub(crate) fn report(receivers: Vec<String>, store: WeakStore) {
                     continue;
                 }
             };
-            let now = Utc::now();
+            let now = live.now();
             for name in &receivers {
                 let queue = stats.iter().find(|s| &s.receiver == name);
                 let pending = queue.map_or(0, |q| q.pending);

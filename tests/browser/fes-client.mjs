@@ -6,6 +6,9 @@ import { EventStreamContentType, fetchEventSource } from "@microsoft/fetch-event
 // Thrown to stop fetch-event-source from retrying.
 class FatalError extends Error {}
 
+// Thrown to make it reconnect (with the last event's id as Last-Event-ID).
+class RetriableError extends Error {}
+
 const FRONTEND_TOOLS = [
   {
     name: "show_chart",
@@ -121,4 +124,43 @@ async function runBadRequestWithDefaults(base, ms) {
   clearTimeout(timer);
 }
 
-window.fesDemo = { runChat, runBadRequest, runBadRequestWithDefaults };
+// Follows a server-side conversation's event stream (a GET, so safe to retry) until it reports
+// `until` as its status. Unlike a chat request, a dropped connection is resumed: the library
+// sends the last event's id as Last-Event-ID and the server sends exactly what was missed.
+// Progress is visible in window.fesConversation while it runs.
+async function followConversation(base, id, until = "finished") {
+  const progress = { events: [], opens: 0, errors: [] };
+  window.fesConversation = progress;
+  const controller = new AbortController();
+  await fetchEventSource(`${base}/api/conversations/${id}/events/stream`, {
+    openWhenHidden: true,
+    signal: controller.signal,
+    async onopen(response) {
+      progress.opens += 1;
+      const type = response.headers.get("content-type") || "";
+      if (response.ok && type.startsWith(EventStreamContentType)) return;
+      if (response.status >= 500) throw new RetriableError(`HTTP ${response.status}`);
+      throw new FatalError(`HTTP ${response.status}`);
+    },
+    onmessage(message) {
+      if (!message.data) return; // keep-alive comments
+      const data = JSON.parse(message.data);
+      progress.events.push({ id: Number(message.id), name: message.event, data });
+      if (message.event === "conversation_state_update" && data.execution_status === until) {
+        controller.abort(); // resolves fetchEventSource
+      }
+    },
+    onclose() {
+      throw new RetriableError("the server ended the stream"); // reconnect
+    },
+    onerror(err) {
+      if (err instanceof FatalError) throw err;
+      progress.errors.push(String(err && err.message));
+      if (progress.errors.length > 20) throw new FatalError(`gave up: ${progress.errors.join(" | ")}`);
+      return 250; // ms before reconnecting
+    },
+  });
+  return progress;
+}
+
+window.fesDemo = { runChat, runBadRequest, runBadRequestWithDefaults, followConversation };

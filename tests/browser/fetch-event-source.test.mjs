@@ -1,13 +1,14 @@
 // A real @microsoft/fetch-event-source client (bundled with esbuild, served from another
-// origin, so through CORS) against triage: a full frontend-tool round trip, and no retry
-// storm on a 4xx when onopen/onerror are written as the README says.
+// origin, so through CORS) against triage: a full frontend-tool round trip, no retry storm on
+// a 4xx when onopen/onerror are written as the README says, and a conversation's event stream
+// cut mid-run and resumed with Last-Event-ID, missing nothing.
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import { join } from "node:path";
 import { build } from "esbuild";
-import { here, launchBrowser, newPage, screenshotPath, startHarness } from "./harness.mjs";
+import { here, launchBrowser, newPage, screenshotPath, startCuttingProxy, startHarness } from "./harness.mjs";
 
 const PAGE = `<!doctype html>
 <html><head><meta charset="utf-8"><title>fetch-event-source client</title>
@@ -18,6 +19,7 @@ let harness;
 let browser;
 let server;
 let origin;
+let proxy;
 
 before(async () => {
   const bundled = await build({
@@ -48,9 +50,11 @@ before(async () => {
     startHarness({ corsOrigins: [origin] }),
     launchBrowser(),
   ]);
+  proxy = await startCuttingProxy(harness.triage);
 });
 
 after(async () => {
+  proxy?.close();
   await browser?.close();
   harness?.stop();
   server?.close();
@@ -139,5 +143,40 @@ test("fetch-event-source: with the library's default handlers a 400 is retried",
   const page = await clientPage();
   await page.evaluate((base) => window.fesDemo.runBadRequestWithDefaults(base, 2500), harness.triage);
   assert.ok(page.chatPosts >= 2, `the default handlers retried (${page.chatPosts} requests)`);
+  await page.context().close();
+});
+
+test("fetch-event-source: a conversation's stream cut mid-run resumes with Last-Event-ID, missing nothing", async () => {
+  const todo = (n) => ({ todos: [{ id: String(n), content: `step ${n}`, status: "in_progress" }] });
+  await harness.script([
+    ...[1, 2, 3].map((n) => ({ tool_calls: [{ id: `s${n}`, name: "TodoWrite", arguments: todo(n) }], delay_ms: 300 })),
+    { text: "Three steps, done.", delay_ms: 300 },
+  ]);
+  const create = await fetch(`${harness.triage}/api/conversations`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ initial_message: { content: "Three steps" } }),
+  });
+  assert.equal(create.status, 201);
+  const { id } = await create.json();
+  const page = await clientPage();
+  // Cross-origin, through a proxy that cuts the stream as a network failure would.
+  const followed = page.evaluate(([base, id]) => window.fesDemo.followConversation(base, id), [proxy.url, id]);
+  await page.waitForFunction(() => (window.fesConversation?.events.length ?? 0) >= 3);
+  assert.equal(proxy.cut(), 1, "the open stream is cut mid-run");
+  const { events, opens, errors } = await followed;
+
+  const stored = await (await fetch(`${harness.triage}/api/conversations/${id}/events/search?limit=100`)).json();
+  const ids = events.map((e) => e.id);
+  assert.deepEqual(ids, stored.items.map((e) => e.id), "every stored event once, in order");
+  assert.deepEqual(ids, Array.from({ length: ids.length }, (_, i) => i + 1), "ids 1, 2, 3 … without a gap");
+  assert.deepEqual(events.map((e) => e.name), stored.items.map((e) => e.kind));
+  assert.equal(events.at(-1).data.execution_status, "finished");
+  assert.ok(events.some((e) => e.name === "ai_answer_end" && e.data.analysis === "Three steps, done."));
+  assert.ok(opens >= 2 && errors.length >= 1, `reconnected (${opens} opens; ${errors.join(" | ")})`);
+  const resumed = proxy.streamRequests.slice(1).map((r) => Number(r.lastEventId));
+  assert.ok(resumed.length >= 1 && resumed[0] >= 3, `resumed with Last-Event-ID ${resumed[0]}`);
+  assert.equal(proxy.streamRequests[0].lastEventId, null);
+  assert.deepEqual(page.errors, []);
   await page.context().close();
 });

@@ -2,6 +2,7 @@
 // and a headless Debian Chromium driven by playwright-core.
 
 import { spawn } from "node:child_process";
+import { createServer, request as httpRequest } from "node:http";
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -18,11 +19,12 @@ const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 
 // Starts `cargo run --example browser_harness` (built beforehand by .ci/run) and waits for its
 // port file. Returns { triage, triageKeyed?, triageBare, llm, script(steps), llmRequests(), stop() }.
+// The triages keep their conversations in SQLite files under the harness's temp dir.
 export async function startHarness({ corsOrigins = [], apiKey } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "triage-browser-"));
   const portFile = join(dir, "ports.json");
   const args = ["run", "--quiet", "--example", "browser_harness", "--"];
-  args.push("--port-file", portFile, "--exit-on-stdin-close");
+  args.push("--port-file", portFile, "--exit-on-stdin-close", "--data-dir", join(dir, "data"));
   for (const origin of corsOrigins) args.push("--cors-origin", origin);
   if (apiKey) args.push("--api-key", apiKey);
   let stderr = "";
@@ -118,4 +120,52 @@ export async function newPage(browser, { width = 1366, height = 860 } = {}) {
 
 export function screenshotPath(name) {
   return join(artifacts, `${name}.png`);
+}
+
+// A reverse proxy to `target` (a triage URL) that can cut the event streams passing through
+// it, as a dropped network connection would: the browser sees the response body fail midway.
+// Returns { url, streamRequests: [{ path, lastEventId }], cut() → how many were cut, close() }.
+export async function startCuttingProxy(target) {
+  const upstream = new URL(target);
+  const open = new Set();
+  const streamRequests = [];
+  const server = createServer((req, res) => {
+    const isStream = req.method === "GET" && req.url.includes("/events/stream");
+    if (isStream) streamRequests.push({ path: req.url, lastEventId: req.headers["last-event-id"] ?? null });
+    const forward = httpRequest(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode, answer.headers);
+        answer.pipe(res);
+        if (!isStream) return;
+        const pair = { res, answer };
+        open.add(pair);
+        res.on("close", () => {
+          open.delete(pair);
+          answer.destroy();
+        });
+      },
+    );
+    forward.on("error", () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    streamRequests,
+    cut() {
+      const n = open.size;
+      for (const { res, answer } of open) {
+        res.destroy();
+        answer.destroy();
+      }
+      open.clear();
+      return n;
+    },
+    close() {
+      this.cut();
+      server.closeAllConnections();
+      server.close();
+    },
+  };
 }

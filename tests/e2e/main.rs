@@ -16,6 +16,8 @@ mod browser_guard;
 mod chat_basic;
 mod ci_prerequisites;
 mod cli;
+mod cli_conversations;
+mod cli_hostile_server;
 mod compaction;
 mod config_honesty;
 mod conversation;

@@ -409,6 +409,8 @@ async fn real_responses_match_their_schemas() {
         ("/metrics", "text/plain"),
         ("/", "text/html"),
         ("/console/app.js", "text/javascript"),
+        ("/console/conversation-log.js", "text/javascript"),
+        ("/console/conversations.js", "text/javascript"),
         ("/console/style.css", "text/css"),
         ("/console/readme.md", "text/markdown"),
     ] {

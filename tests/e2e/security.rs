@@ -290,6 +290,8 @@ async fn cors_is_off_by_default_and_follows_the_allow_list() {
         .unwrap()
         .to_ascii_lowercase();
     assert!(allowed.contains("x-api-key") && allowed.contains("content-type"));
+    // A browser resuming a conversation's event stream sends Last-Event-ID.
+    assert!(allowed.contains("last-event-id"), "{allowed}");
     let resp = preflight(&open, "http://evil.example").await.unwrap();
     assert!(resp.headers().get("access-control-allow-origin").is_none());
 }

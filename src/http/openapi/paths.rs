@@ -4,7 +4,10 @@
 use serde_json::{Map, Value, json};
 
 use super::SCHEMAS;
-use crate::http::console::{INDEX_PATH, README_PATH, SCRIPT_PATH, STYLE_PATH};
+use crate::http::console::{
+    CONVERSATION_LOG_SCRIPT_PATH, CONVERSATIONS_SCRIPT_PATH, INDEX_PATH, README_PATH, SCRIPT_PATH,
+    STYLE_PATH,
+};
 
 fn chat_examples() -> Value {
     let paused = json!([
@@ -255,6 +258,18 @@ pub(super) fn paths_document(
             SCRIPT_PATH,
             "consoleScript",
             "The console's script",
+            "text/javascript",
+        ),
+        (
+            CONVERSATION_LOG_SCRIPT_PATH,
+            "consoleConversationLogScript",
+            "The console's conversation log and event stream",
+            "text/javascript",
+        ),
+        (
+            CONVERSATIONS_SCRIPT_PATH,
+            "consoleConversationsScript",
+            "The console's conversations view",
             "text/javascript",
         ),
         (

@@ -328,3 +328,62 @@ async fn the_tmpdir_is_removed_after_a_timeout_kill() {
         dir.display()
     );
 }
+
+#[tokio::test]
+async fn the_guard_passes_the_command_s_end_through() {
+    let sandbox = Sandbox::for_tests();
+    let exited = hostile(&sandbox, "echo out; exit 3", Approval::NotApproved, 10).await;
+    assert!(matches!(exited.outcome, Outcome::Exited(3)), "{exited:?}");
+    assert_eq!(text(&exited), "out\n");
+    let killed = hostile(&sandbox, "kill -SEGV $$", Approval::NotApproved, 10).await;
+    assert!(
+        matches!(killed.outcome, Outcome::Signaled(libc::SIGSEGV)),
+        "{killed:?}"
+    );
+    // A signal the command sends its own group is the command's business: the guard ignores
+    // it, so the command's trap runs to its own exit status.
+    let trapped = hostile(
+        &sandbox,
+        "trap 'echo trapped; exit 4' TERM; kill -TERM 0; sleep 5 & wait",
+        Approval::NotApproved,
+        10,
+    )
+    .await;
+    assert!(matches!(trapped.outcome, Outcome::Exited(4)), "{trapped:?}");
+    assert!(text(&trapped).contains("trapped"), "{trapped:?}");
+}
+
+#[tokio::test]
+async fn the_guard_s_memory_is_not_the_command_s_to_read() {
+    // The guard is a copy of triage's memory: its command (same user) must not read it. (A
+    // sandbox keeping the uid is not tried: as root here, its commands keep CAP_SYS_PTRACE,
+    // which a non-root triage's never have.)
+    {
+        let sandbox = Sandbox::for_tests();
+        let out = text(
+            &hostile(
+                &sandbox,
+                "grep -E 'PPid|Uid' /proc/$PPID/status; head -c 64 /proc/$PPID/maps; \
+                 head -c 16 /proc/$PPID/mem | od | head -1; cat /proc/$PPID/environ | head -c 64; \
+                 echo END",
+                Approval::Approved,
+                10,
+            )
+            .await,
+        );
+        let who = sandbox.identity().describe();
+        assert!(
+            !out.contains("r-xp"),
+            "the guard's memory map leaked ({who}):\n{out}"
+        );
+        assert!(
+            !out.contains("CARGO"),
+            "the guard's environment leaked ({who}):\n{out}"
+        );
+        assert!(
+            out.contains("PPid"),
+            "the guard is the command's parent: {out}"
+        );
+        assert!(out.contains("END"), "{out}");
+    }
+}
