@@ -67,6 +67,7 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
     secrets.extend(settings.server.all_api_keys());
     secrets.extend(settings.approvals.signing_key.clone());
     secrets.extend(settings.conversations.database_password());
+    secrets.extend(crate::webhooks::config::secrets(&settings.webhooks));
     // Resolved models carry every key they use, whichever source configured them.
     secrets.extend(models.credentials());
     secrets.extend(settings.models.values().filter_map(|m| m.api_key.clone()));

@@ -21,4 +21,5 @@ pub mod stateless;
 pub mod store;
 pub mod telemetry;
 pub mod tools;
+pub mod webhooks;
 pub mod wire;

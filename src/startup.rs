@@ -146,6 +146,7 @@ async fn open_conversations(
     let c = &settings.conversations;
     let options = StoreOptions {
         max_events_per_conversation: c.max_events_per_conversation,
+        outbox: crate::webhooks::outbox_plan(&settings.webhooks, agent.options.max_steps),
         ..StoreOptions::default()
     };
     let store = Store::open(&c.database_url(), options)
@@ -165,6 +166,9 @@ async fn open_conversations(
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
     conversations.maintain();
+    crate::webhooks::start(&settings.webhooks, conversations.store())
+        .await
+        .map_err(|e| StartupError::Config(ConfigError::Invalid(e)))?;
     if c.retention_days > 0 {
         let expiring = Arc::downgrade(&conversations);
         let days = c.retention_days;
@@ -356,6 +360,7 @@ impl Application {
         let secs = Duration::from_secs_f64;
         let state = AppState {
             chat: stateless_chat(&settings, agent.clone()),
+            inbound: crate::webhooks::inbound::Inbound::new(conversations.clone()),
             conversations,
             agent,
             keepalive: (server.keepalive_interval_secs > 0.0)

@@ -217,6 +217,7 @@ impl Settings {
                 "`llm.retry_max_elapsed_secs` must be 0 or positive".into(),
             ));
         }
+        crate::webhooks::config::validate(&self.webhooks).map_err(ConfigError::Invalid)?;
         for (key, entry) in &self.models {
             if entry.model.trim().is_empty() {
                 return Err(ConfigError::Invalid(format!(

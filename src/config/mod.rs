@@ -35,6 +35,9 @@ pub struct Settings {
     pub sandbox: crate::sandbox::SandboxSettings,
     #[serde(default)]
     pub conversations: ConversationSettings,
+    /// Receivers of conversation updates (`[[webhooks]]`).
+    #[serde(default)]
+    pub webhooks: Vec<crate::webhooks::WebhookSettings>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
     /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).

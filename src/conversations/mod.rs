@@ -343,45 +343,54 @@ pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
 
 impl Conversations {
     fn info_of(&self, row: &ConversationRow) -> Result<ConversationInfo, ConversationError> {
-        let config: StoredConfig = from_json(&row.config)?;
-        let state: RunState = from_json(&row.state)?;
-        Ok(ConversationInfo {
-            id: row.id,
-            title: row.title.clone(),
-            tags: row.tags.clone(),
-            execution_status: row.status.clone(),
-            reason: row.reason.clone(),
-            model: config.run.model.clone(),
-            confirmation_policy: config.policy,
-            max_iterations: config.run.max_steps.unwrap_or(self.default_steps),
-            stuck_detection: config.stuck_detection,
-            pending_actions: state
-                .pending
-                .iter()
-                .map(|p| match &p.waits_for {
-                    Waiting::Approval {
-                        description,
-                        params,
-                    } => PendingAction {
-                        tool_call_id: p.call.id.clone(),
-                        tool_name: p.call.function.name.clone(),
-                        arguments: params.clone(),
-                        waits_for: "approval".into(),
-                        description: Some(description.clone()),
-                    },
-                    Waiting::Frontend { arguments } => PendingAction {
-                        tool_call_id: p.call.id.clone(),
-                        tool_name: p.call.function.name.clone(),
-                        arguments: arguments.clone(),
-                        waits_for: "frontend_tool".into(),
-                        description: None,
-                    },
-                })
-                .collect(),
-            stats: from_json(&row.stats).unwrap_or_default(),
-            last_event_id: row.last_event_id,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        })
+        info_from_row(row, self.default_steps)
     }
+}
+
+/// What `GET /api/conversations/{id}` shows of a stored row (webhook snapshots render it
+/// too); `default_steps` is shown when the conversation sets no `max_iterations`.
+pub fn info_from_row(
+    row: &ConversationRow,
+    default_steps: u32,
+) -> Result<ConversationInfo, ConversationError> {
+    let config: StoredConfig = from_json(&row.config)?;
+    let state: RunState = from_json(&row.state)?;
+    Ok(ConversationInfo {
+        id: row.id,
+        title: row.title.clone(),
+        tags: row.tags.clone(),
+        execution_status: row.status.clone(),
+        reason: row.reason.clone(),
+        model: config.run.model.clone(),
+        confirmation_policy: config.policy,
+        max_iterations: config.run.max_steps.unwrap_or(default_steps),
+        stuck_detection: config.stuck_detection,
+        pending_actions: state
+            .pending
+            .iter()
+            .map(|p| match &p.waits_for {
+                Waiting::Approval {
+                    description,
+                    params,
+                } => PendingAction {
+                    tool_call_id: p.call.id.clone(),
+                    tool_name: p.call.function.name.clone(),
+                    arguments: params.clone(),
+                    waits_for: "approval".into(),
+                    description: Some(description.clone()),
+                },
+                Waiting::Frontend { arguments } => PendingAction {
+                    tool_call_id: p.call.id.clone(),
+                    tool_name: p.call.function.name.clone(),
+                    arguments: arguments.clone(),
+                    waits_for: "frontend_tool".into(),
+                    description: None,
+                },
+            })
+            .collect(),
+        stats: from_json(&row.stats).unwrap_or_default(),
+        last_event_id: row.last_event_id,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
 }

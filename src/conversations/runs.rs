@@ -18,7 +18,7 @@ use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
 use crate::agent::{
     AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason, UserMessage,
 };
-use crate::store::{ConversationRow, NewEvent, Store, StoreError};
+use crate::store::{ConversationRow, NewEvent, ReplyToken, Store, StoreError};
 
 /// A run in progress on this replica.
 pub struct LiveRun {
@@ -280,9 +280,10 @@ impl Conversations {
     /// is queued, so the run never waits for a commit; its end is saved with its state.
     /// Returns false if another replica took the conversation over meanwhile.
     async fn drive(&self, id: Uuid, mut run: Run, control: RunControl) -> bool {
-        let (tx, rx) = mpsc::unbounded_channel::<NewEvent>();
+        let (tx, rx) = mpsc::unbounded_channel::<(NewEvent, Option<ReplyToken>)>();
         let writer = tokio::spawn(write_log(self.store.clone(), id, rx, control.clone()));
         let mut end = None;
+        let mut token = None;
         let mut context_tokens = 0;
         while let Some(event) = run.next().await {
             if let AgentEvent::Usage(u) = &event {
@@ -292,10 +293,14 @@ impl Conversations {
                 self.deltas.publish(id, text);
             }
             if event.is_terminal() {
-                end = Some(status_of(&event));
+                let status = status_of(&event);
+                // A state that waits for the outside world gets a new reply token, handed
+                // out with the event that announces it (webhooks in).
+                token = matches!(status.0, WAITING | "paused").then(|| ReplyToken::mint(status.0));
+                end = Some(status);
             }
             if let Some(stored) = events::stored(event) {
-                let _ = tx.send(stored);
+                let _ = tx.send((stored, token.clone()));
             }
         }
         let mut state = run.take_state().unwrap_or_default();
@@ -369,7 +374,8 @@ impl Conversations {
             }
         }
         let update = events::state_update(status, reason.as_deref());
-        if let Err(e) = self.store.append(id, vec![update]).await {
+        let token = token.filter(|t| t.state == status);
+        if let Err(e) = self.store.append_replying(id, vec![update], token).await {
             tracing::error!(conversation = %id, error = %e, "cannot log the conversation's status");
         }
         true
@@ -403,16 +409,17 @@ fn status_of(event: &AgentEvent) -> (&'static str, Option<String>) {
 async fn write_log(
     store: Store,
     id: Uuid,
-    mut rx: mpsc::UnboundedReceiver<NewEvent>,
+    mut rx: mpsc::UnboundedReceiver<(NewEvent, Option<ReplyToken>)>,
     control: RunControl,
 ) -> Result<u64, (u64, StoreError)> {
     let mut last = 0;
-    while let Some(first) = rx.recv().await {
+    while let Some((first, mut token)) = rx.recv().await {
         let mut batch = vec![first];
-        while let Ok(more) = rx.try_recv() {
+        while let Ok((more, more_token)) = rx.try_recv() {
             batch.push(more);
+            token = token.or(more_token);
         }
-        match store.append(id, batch).await {
+        match store.append_replying(id, batch, token).await {
             Ok(stored) => last = stored.last().map_or(last, |e| e.id),
             // A run whose events cannot be kept must not go on unseen.
             Err(e) => {

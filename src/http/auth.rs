@@ -1,6 +1,7 @@
 //! API keys: `X-API-Key: <key>` or `Authorization: Bearer <key>`, compared in constant time.
 //! Only exact paths are exempt: the health probes and the console's static page and assets,
-//! which hold no secrets (the API calls the page makes still need a key).
+//! which hold no secrets (the API calls the page makes still need a key); and inbound
+//! webhooks (`/api/webhook/…`), whose handler checks the reply token instead.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -72,7 +73,12 @@ pub async fn require_api_key(
     request: Request,
     next: Next,
 ) -> Response {
-    if !state.api_keys.enabled() || EXEMPT.contains(&request.uri().path()) {
+    // An inbound webhook's reply token is its credential (checked by its handler).
+    let path = request.uri().path();
+    if !state.api_keys.enabled()
+        || EXEMPT.contains(&path)
+        || path.starts_with(super::inbound::PREFIX)
+    {
         return next.run(request).await;
     }
     match presented_key(request.headers()) {

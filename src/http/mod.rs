@@ -11,6 +11,7 @@ mod conversation_stream;
 mod conversations;
 mod deadlines;
 mod error;
+mod inbound;
 mod limits;
 mod openapi;
 pub mod ops;
@@ -19,6 +20,7 @@ pub mod responses;
 pub mod server;
 pub mod sse;
 mod unread;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,6 +47,8 @@ pub struct AppState {
     pub agent: Arc<Agent>,
     pub chat: Arc<crate::stateless::StatelessChat>,
     pub conversations: Arc<crate::conversations::Conversations>,
+    /// Events from elsewhere for conversations that wait (reply tokens).
+    pub inbound: Arc<crate::webhooks::inbound::Inbound>,
     pub keepalive: Option<Duration>,
     pub body_limit: usize,
     /// Time a client has to send its whole body.
@@ -139,6 +143,12 @@ pub fn router(state: AppState) -> Router {
             "/api/conversations/{id}/events/{event_id}",
             get(conversations::event),
         )
+        .route(
+            "/api/webhook/{conversation_id}/{state_name}",
+            post(inbound::receive),
+        )
+        .route("/api/webhooks/deliveries", get(webhooks::list))
+        .route("/api/webhooks/deliveries/{id}/retry", post(webhooks::retry))
         .merge(console::routes())
         .route("/api/info", get(ops::info))
         .route("/api/openapi.json", get(openapi::openapi))

@@ -80,7 +80,16 @@ pub async fn serve(
         let accepted = tokio::time::Instant::now();
         let (first_byte, write) = (options.header_read_timeout, options.write_timeout);
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The peer's address, for handlers that record who sent a request.
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            router.clone(),
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                request
+            },
+        ));
         let builder = builder.clone();
         let tls = options.tls.clone();
         let watcher = graceful.watcher();

@@ -6,15 +6,22 @@
 //! stops (close, panic), queued and later appends fail because their channels close; a round
 //! that takes longer than `ROUND_TIMEOUT` is abandoned with an error.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, oneshot};
+use chrono::Utc;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use super::conversations::{COLUMNS, Record};
 use super::db::{Db, on_pool};
-use super::{NOTIFY_CHANNEL, NewEvent, StoreError, StoreOptions, StoredEvent, from_micros, to_i64};
+use super::outbox::{self, OutboxPlan, STATE_UPDATE, run_statement};
+use super::replies::token_hash;
+use super::{
+    ConversationRow, NOTIFY_CHANNEL, NewEvent, ReplyToken, StoreError, StoreOptions, StoredEvent,
+    from_micros, to_i64,
+};
 
 pub(crate) type Reply = oneshot::Sender<Result<Vec<StoredEvent>, StoreError>>;
 
@@ -22,6 +29,7 @@ pub(crate) enum Command {
     Append {
         id: Uuid,
         events: Vec<NewEvent>,
+        token: Option<ReplyToken>,
         reply: Reply,
     },
     /// Commit what is queued before it, acknowledge, stop.
@@ -40,15 +48,17 @@ pub(crate) fn spawn(
     db: Db,
     options: StoreOptions,
     announce: broadcast::Sender<(Uuid, u64)>,
+    outbox_written: watch::Sender<u64>,
 ) -> (mpsc::Sender<Command>, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(QUEUE);
-    let task = tokio::spawn(run(db, options, rx, announce));
+    let task = tokio::spawn(run(db, options, rx, announce, outbox_written));
     (tx, task)
 }
 
 struct Pending {
     id: Uuid,
     events: Vec<NewEvent>,
+    token: Option<ReplyToken>,
     reply: Reply,
 }
 
@@ -57,6 +67,7 @@ async fn run(
     options: StoreOptions,
     mut queue: mpsc::Receiver<Command>,
     announce: broadcast::Sender<(Uuid, u64)>,
+    outbox_written: watch::Sender<u64>,
 ) {
     let mut closing = None;
     while closing.is_none() {
@@ -81,11 +92,18 @@ async fn run(
         if round.is_empty() {
             continue;
         }
-        let requests: Vec<(Uuid, &[NewEvent])> =
-            round.iter().map(|p| (p.id, p.events.as_slice())).collect();
+        let requests: Vec<Request> = round
+            .iter()
+            .map(|p| (p.id, p.events.as_slice(), p.token.as_ref()))
+            .collect();
         let outcome = tokio::time::timeout(
             ROUND_TIMEOUT,
-            commit(&db, &requests, options.max_events_per_conversation),
+            commit(
+                &db,
+                &requests,
+                options.max_events_per_conversation,
+                options.outbox.as_deref(),
+            ),
         )
         .await
         .unwrap_or_else(|_| {
@@ -94,9 +112,12 @@ async fn run(
             ))
         });
         match outcome {
-            Ok((answers, last_ids)) => {
+            Ok((answers, last_ids, queued_deliveries)) => {
                 for (pending, answer) in round.into_iter().zip(answers) {
                     let _ = pending.reply.send(answer);
+                }
+                if queued_deliveries {
+                    outbox_written.send_modify(|n| *n = n.wrapping_add(1));
                 }
                 for (id, last) in last_ids {
                     let _ = announce.send((id, last));
@@ -118,8 +139,18 @@ async fn run(
 /// Queues an append into the round; a `Close` is returned instead.
 fn take(command: Command, round: &mut Vec<Pending>) -> Option<oneshot::Sender<()>> {
     match command {
-        Command::Append { id, events, reply } => {
-            round.push(Pending { id, events, reply });
+        Command::Append {
+            id,
+            events,
+            token,
+            reply,
+        } => {
+            round.push(Pending {
+                id,
+                events,
+                token,
+                reply,
+            });
             None
         }
         Command::Close(ack) => Some(ack),
@@ -127,20 +158,24 @@ fn take(command: Command, round: &mut Vec<Pending>) -> Option<oneshot::Sender<()
 }
 
 type Answers = Vec<Result<Vec<StoredEvent>, StoreError>>;
+/// A conversation, the events to append to it, and the reply token they hand out.
+type Request<'a> = (Uuid, &'a [NewEvent], Option<&'a ReplyToken>);
 
 /// One transaction for the whole round: lock the conversations' rows, number each request's
-/// events after the row's `last_event_id`, insert them, move `last_event_id`, and on
-/// PostgreSQL NOTIFY (delivered at commit). A request for an unknown conversation, or one that
-/// would pass the cap, gets its own error and does not fail the others.
+/// events after the row's `last_event_id`, insert them and the webhook deliveries they owe,
+/// move `last_event_id`, and on PostgreSQL NOTIFY (delivered at commit). A request for an
+/// unknown conversation, or one that would pass the cap, gets its own error and does not fail
+/// the others. Also says whether it queued deliveries.
 async fn commit(
     db: &Db,
-    requests: &[(Uuid, &[NewEvent])],
+    requests: &[Request<'_>],
     max_events: u64,
-) -> Result<(Answers, BTreeMap<Uuid, u64>), StoreError> {
+    outbox: Option<&OutboxPlan>,
+) -> Result<(Answers, BTreeMap<Uuid, u64>, bool), StoreError> {
     // Sorted, so concurrent replicas lock rows in one order (no deadlock).
     let ids: Vec<Uuid> = requests
         .iter()
-        .map(|(id, _)| *id)
+        .map(|(id, _, _)| *id)
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -163,6 +198,56 @@ async fn commit(
         }
         let current: HashMap<Uuid, i64> = query.fetch_all(&mut *tx).await?.into_iter().collect();
         let plan = number(requests, current, max_events)?;
+        for ((id, events, token), answer) in requests.iter().zip(&plan.answers) {
+            if let (Some(token), Ok(_)) = (token, answer) {
+                // Handed out before the state is stored (`approval_required`), entered with
+                // the status change itself.
+                let entered = events.iter().any(|e| {
+                    e.kind == STATE_UPDATE && e.payload["execution_status"] == token.state.as_str()
+                });
+                sqlx::query(
+                    "UPDATE conversations SET reply_token_hash = $2, reply_state = $3, \
+                     reply_entered = $4 WHERE id = $1",
+                )
+                .bind(*id)
+                .bind(token_hash(&token.token))
+                .bind(&token.state)
+                .bind(i64::from(entered))
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        let mut queued_deliveries = false;
+        if let Some(outbox) = outbox.filter(|o| !o.receivers.is_empty()) {
+            let now = Utc::now().timestamp_micros();
+            let changed = status_changes(outbox, requests, &plan.answers);
+            let mut rows = HashMap::new();
+            if !changed.is_empty() {
+                let sql = format!(
+                    "SELECT {COLUMNS} FROM conversations WHERE id IN ({})",
+                    db.placeholders(1, changed.len())
+                );
+                let mut query = sqlx::query_as::<_, Record>(&sql);
+                for id in &changed {
+                    query = query.bind(*id);
+                }
+                for record in query.fetch_all(&mut *tx).await? {
+                    let row: ConversationRow = record.into_row()?;
+                    rows.insert(row.id, row);
+                }
+            }
+            let mut deliveries = Vec::new();
+            for ((id, _, token), answer) in requests.iter().zip(&plan.answers) {
+                if let Ok(stored) = answer {
+                    let token = token.map(|t| t.token.as_str());
+                    deliveries.extend(outbox.for_append(*id, stored, &rows, token, now)?);
+                }
+            }
+            queued_deliveries = !deliveries.is_empty();
+            for insert in outbox::inserts(deliveries, now) {
+                run_statement!(&mut *tx, insert)?;
+            }
+        }
         for chunk in plan.rows.chunks(INSERT_ROWS) {
             let values = (0..chunk.len())
                 .map(|i| format!("({})", db.placeholders(i * 6 + 1, 6)))
@@ -212,8 +297,27 @@ async fn commit(
         }
         tx.commit().await?;
         let last = plan.last.into_iter().map(|(id, n)| (id, n as u64)).collect();
-        Ok((plan.answers, last))
+        Ok((plan.answers, last, queued_deliveries))
     })
+}
+
+/// Conversations whose status changes in the round, when some receiver wants snapshots.
+fn status_changes(
+    outbox: &OutboxPlan,
+    requests: &[Request<'_>],
+    answers: &Answers,
+) -> BTreeSet<Uuid> {
+    if !outbox.wants_conversations() {
+        return BTreeSet::new();
+    }
+    requests
+        .iter()
+        .zip(answers)
+        .filter(|((_, events, _), answer)| {
+            answer.is_ok() && events.iter().any(|e| e.kind == STATE_UPDATE)
+        })
+        .map(|((id, _, _), _)| *id)
+        .collect()
 }
 
 struct Row<'a> {
@@ -234,7 +338,7 @@ struct Plan<'a> {
 
 /// Numbers each request's events in queue order after its conversation's current last id.
 fn number<'a>(
-    requests: &'a [(Uuid, &'a [NewEvent])],
+    requests: &'a [Request<'a>],
     mut current: HashMap<Uuid, i64>,
     max_events: u64,
 ) -> Result<Plan<'a>, StoreError> {
@@ -244,7 +348,7 @@ fn number<'a>(
         last: BTreeMap::new(),
     };
     let max = to_i64(max_events);
-    for (id, events) in requests {
+    for (id, events, _) in requests {
         let Some(last) = current.get_mut(id) else {
             plan.answers.push(Err(StoreError::NotFound));
             continue;

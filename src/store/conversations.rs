@@ -6,17 +6,21 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::db::{on_pool, placeholders};
+use super::outbox::{Bind, Read, Statement};
 use super::{
     ConversationQuery, ConversationRow, Page, SortOrder, Store, StoreError, from_micros,
     page_limit, paging, to_i64, to_micros, to_u64,
 };
 
-const COLUMNS: &str = "id, title, tags, status, reason, config, state, state_event_id, stats, \
+pub(super) const COLUMNS: &str = "id, title, tags, status, reason, config, state, state_event_id, stats, \
                        last_event_id, created_at, updated_at";
+
+/// The status a deleted conversation's last webhook snapshot reports.
+pub const DELETED: &str = "deleted";
 
 /// A row as stored (JSON as text, timestamps in µs).
 #[derive(sqlx::FromRow)]
-struct Record {
+pub(super) struct Record {
     id: Uuid,
     title: Option<String>,
     tags: String,
@@ -41,7 +45,7 @@ fn parse<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> Result<T, 
 }
 
 impl Record {
-    fn into_row(self) -> Result<ConversationRow, StoreError> {
+    pub(super) fn into_row(self) -> Result<ConversationRow, StoreError> {
         Ok(ConversationRow {
             id: self.id,
             title: self.title,
@@ -59,7 +63,7 @@ impl Record {
     }
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
+pub(super) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
@@ -67,34 +71,27 @@ impl Store {
     /// Inserts a new conversation (its `last_event_id` starts at 0); `Conflict` if the id
     /// exists.
     pub async fn create(&self, row: &ConversationRow) -> Result<(), StoreError> {
-        let (tags, config, state, stats) = (
-            json_text(&row.tags)?,
-            json_text(&row.config)?,
-            json_text(&row.state)?,
-            json_text(&row.stats)?,
-        );
-        let sql = format!(
-            "INSERT INTO conversations ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, $11)"
-        );
-        let result = on_pool!(&self.inner.db, pool => sqlx::query(&sql)
-            .bind(row.id)
-            .bind(&row.title)
-            .bind(&tags)
-            .bind(&row.status)
-            .bind(&row.reason)
-            .bind(&config)
-            .bind(&state)
-            .bind(to_i64(row.state_event_id))
-            .bind(&stats)
-            .bind(to_micros(row.created_at))
-            .bind(to_micros(row.updated_at))
-            .execute(pool)
+        let insert = Statement {
+            sql: format!(
+                "INSERT INTO conversations ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0, $10, $11)"
+            ),
+            binds: vec![
+                Bind::Uuid(row.id),
+                Bind::OptText(row.title.clone()),
+                Bind::Text(json_text(&row.tags)?),
+                Bind::Text(row.status.clone()),
+                Bind::OptText(row.reason.clone()),
+                Bind::Text(json_text(&row.config)?),
+                Bind::Text(json_text(&row.state)?),
+                Bind::Int(to_i64(row.state_event_id)),
+                Bind::Text(json_text(&row.stats)?),
+                Bind::Int(to_micros(row.created_at)),
+                Bind::Int(to_micros(row.updated_at)),
+            ],
+        };
+        self.write_reporting(row.id, insert, Read::After, None)
             .await
-            .map(|_| ()));
-        match result {
-            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(row.id.to_string())),
-            other => Ok(other?),
-        }
+            .map(|_| ())
     }
 
     pub async fn get(&self, id: Uuid) -> Result<Option<ConversationRow>, StoreError> {
@@ -186,37 +183,40 @@ impl Store {
         tags: Option<&BTreeMap<String, String>>,
         updated_at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let tags = tags.map(json_text).transpose()?;
-        let written = on_pool!(&self.inner.db, pool => sqlx::query(
-            "UPDATE conversations SET title = COALESCE($2, title), tags = COALESCE($3, tags), \
-             updated_at = $4 WHERE id = $1")
-            .bind(id)
-            .bind(title)
-            .bind(&tags)
-            .bind(to_micros(updated_at))
-            .execute(pool)
-            .await?
-            .rows_affected());
-        Ok(written == 1)
+        let update = Statement {
+            sql: "UPDATE conversations SET title = COALESCE($2, title), \
+                  tags = COALESCE($3, tags), updated_at = $4 WHERE id = $1"
+                .into(),
+            binds: vec![
+                Bind::Uuid(id),
+                Bind::OptText(title.map(str::to_owned)),
+                Bind::OptText(tags.map(json_text).transpose()?),
+                Bind::Int(to_micros(updated_at)),
+            ],
+        };
+        Ok(self.write_reporting(id, update, Read::After, None).await? == 1)
     }
 
     /// Sets the title only where the conversation has none (one statement: a title a client
-    /// sets meanwhile on any replica wins). False if nothing was written.
+    /// sets meanwhile on any replica wins). False if nothing was written. Receivers get the
+    /// new snapshot, as after a PATCH.
     pub async fn set_title_if_unset(
         &self,
         id: Uuid,
         title: &str,
         updated_at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let written = on_pool!(&self.inner.db, pool => sqlx::query(
-            "UPDATE conversations SET title = $2, updated_at = $3 WHERE id = $1 AND title IS NULL")
-            .bind(id)
-            .bind(title)
-            .bind(to_micros(updated_at))
-            .execute(pool)
-            .await?
-            .rows_affected());
-        Ok(written == 1)
+        let update = Statement {
+            sql: "UPDATE conversations SET title = $2, updated_at = $3 \
+                  WHERE id = $1 AND title IS NULL"
+                .into(),
+            binds: vec![
+                Bind::Uuid(id),
+                Bind::Text(title.to_owned()),
+                Bind::Int(to_micros(updated_at)),
+            ],
+        };
+        Ok(self.write_reporting(id, update, Read::After, None).await? == 1)
     }
 
     /// Replaces the stored config (the service's settings, secrets included). False if the
@@ -227,26 +227,28 @@ impl Store {
         config: &serde_json::Value,
         updated_at: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let config = json_text(config)?;
-        let written = on_pool!(&self.inner.db, pool => sqlx::query(
-            "UPDATE conversations SET config = $2, updated_at = $3 WHERE id = $1")
-            .bind(id)
-            .bind(&config)
-            .bind(to_micros(updated_at))
-            .execute(pool)
-            .await?
-            .rows_affected());
-        Ok(written == 1)
+        let update = Statement {
+            sql: "UPDATE conversations SET config = $2, updated_at = $3 WHERE id = $1".into(),
+            binds: vec![
+                Bind::Uuid(id),
+                Bind::Text(json_text(config)?),
+                Bind::Int(to_micros(updated_at)),
+            ],
+        };
+        Ok(self.write_reporting(id, update, Read::After, None).await? == 1)
     }
 
     /// Deletes the conversation and its events (ON DELETE CASCADE); false if it did not exist.
+    /// Webhook receivers get its last snapshot, status `deleted`.
     pub async fn delete(&self, id: Uuid) -> Result<bool, StoreError> {
-        let deleted = on_pool!(&self.inner.db, pool => sqlx::query("DELETE FROM conversations WHERE id = $1")
-            .bind(id)
-            .execute(pool)
+        let delete = Statement {
+            sql: "DELETE FROM conversations WHERE id = $1".into(),
+            binds: vec![Bind::Uuid(id)],
+        };
+        Ok(self
+            .write_reporting(id, delete, Read::Before, Some(DELETED))
             .await?
-            .rows_affected());
-        Ok(deleted > 0)
+            > 0)
     }
 
     pub async fn search(&self, q: &ConversationQuery) -> Result<Page<ConversationRow>, StoreError> {
@@ -344,7 +346,8 @@ impl Store {
     }
 
     /// Retention: deletes conversations in `statuses` last updated before `cutoff`, with
-    /// their events; returns how many.
+    /// their events; returns how many. Each is deleted as `delete` does when webhook
+    /// receivers want its `deleted` snapshot.
     pub async fn delete_older_than(
         &self,
         statuses: &[&str],
@@ -352,6 +355,30 @@ impl Store {
     ) -> Result<u64, StoreError> {
         if statuses.is_empty() {
             return Ok(0);
+        }
+        let reporting = self
+            .inner
+            .options
+            .outbox
+            .as_ref()
+            .is_some_and(|p| p.wants_conversations());
+        if reporting {
+            let sql = format!(
+                "SELECT id FROM conversations WHERE updated_at < $1 AND status IN ({})",
+                placeholders(2, statuses.len())
+            );
+            let ids: Vec<(Uuid,)> = on_pool!(&self.inner.db, pool => {
+                let mut query = sqlx::query_as(&sql).bind(to_micros(cutoff));
+                for status in statuses {
+                    query = query.bind(*status);
+                }
+                query.fetch_all(pool).await?
+            });
+            let mut deleted = 0;
+            for (id,) in ids {
+                deleted += u64::from(self.delete(id).await?);
+            }
+            return Ok(deleted);
         }
         let sql = format!(
             "DELETE FROM conversations WHERE updated_at < $1 AND status IN ({})",

@@ -5,15 +5,19 @@
 //! [`db`] holds the two pools and opens them, [`conversations`] and [`events`] the queries,
 //! [`appender`] the group-commit task every append goes through, [`listener`] PostgreSQL's
 //! LISTEN/NOTIFY, [`leases`] which replica runs a conversation and the commands queued for
-//! it, [`paging`] the opaque page ids.
+//! it, [`paging`] the opaque page ids, [`outbox`] and [`deliveries`] the webhook deliveries
+//! written with the changes they report and their sending.
 
 mod appender;
 mod conversations;
 mod db;
+mod deliveries;
 mod events;
 mod leases;
 mod listener;
+pub mod outbox;
 mod paging;
+mod replies;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -21,12 +25,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use db::Db;
+pub use deliveries::{Delivery, DeliveryQuery, Failure, QueueStats, RetryError};
 pub use leases::{Lease, QueuedCommand};
+pub use outbox::{Change, OutboxPlan, OutboxReceiver};
+pub use replies::{Inbound, ReplyState, ReplyToken, token_hash};
 
 /// The PostgreSQL channel of "conversation X has events up to N" (payload `uuid:seq`).
 pub const NOTIFY_CHANNEL: &str = "triage_events";
@@ -64,6 +71,8 @@ pub struct StoreOptions {
     /// transaction. Zero commits at once: appends arriving during a commit still share the
     /// next one, which is what batches them under load without adding latency when idle.
     pub commit_interval: Duration,
+    /// The webhook receivers every change owes deliveries to (`outbox`); none: no outbox rows.
+    pub outbox: Option<Arc<OutboxPlan>>,
 }
 
 impl Default for StoreOptions {
@@ -71,6 +80,7 @@ impl Default for StoreOptions {
         StoreOptions {
             max_events_per_conversation: 100_000,
             commit_interval: Duration::ZERO,
+            outbox: None,
         }
     }
 }
@@ -166,12 +176,24 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
+/// A store that background tasks hold without keeping it open.
+#[derive(Clone)]
+pub struct WeakStore(std::sync::Weak<Inner>);
+
+impl WeakStore {
+    pub fn upgrade(&self) -> Option<Store> {
+        self.0.upgrade().map(|inner| Store { inner })
+    }
+}
+
 struct Inner {
     db: Db,
     options: StoreOptions,
     appends: mpsc::Sender<appender::Command>,
     announcements: broadcast::Sender<(Uuid, u64)>,
     commands: broadcast::Sender<Uuid>,
+    /// Bumped when this replica writes outbox rows: wakes its webhook workers.
+    outbox_written: watch::Sender<u64>,
     /// The database's clock minus this machine's, in µs (`Store::now`).
     clock_offset_us: std::sync::atomic::AtomicI64,
     appender: Mutex<Option<JoinHandle<()>>>,
@@ -201,8 +223,13 @@ impl Store {
         }
         let db = Db::open(database_url).await?;
         let (announcements, _) = broadcast::channel(ANNOUNCEMENT_BUFFER);
-        let (appends, appender) =
-            appender::spawn(db.clone(), options.clone(), announcements.clone());
+        let (outbox_written, _) = watch::channel(0);
+        let (appends, appender) = appender::spawn(
+            db.clone(),
+            options.clone(),
+            announcements.clone(),
+            outbox_written.clone(),
+        );
         let (commands, _) = broadcast::channel(ANNOUNCEMENT_BUFFER);
         let listener = match &db {
             Db::Postgres(pool) => Some(listener::spawn(
@@ -219,11 +246,16 @@ impl Store {
                 appends,
                 announcements,
                 commands,
+                outbox_written,
                 clock_offset_us: std::sync::atomic::AtomicI64::new(0),
                 appender: Mutex::new(Some(appender)),
                 listener,
             }),
         })
+    }
+
+    pub fn downgrade(&self) -> WeakStore {
+        WeakStore(Arc::downgrade(&self.inner))
     }
 
     pub fn backend(&self) -> Backend {
@@ -267,6 +299,19 @@ impl Store {
         id: Uuid,
         events: Vec<NewEvent>,
     ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.append_replying(id, events, None).await
+    }
+
+    /// `append`, handing out `token` for the state these events announce: its hash is
+    /// stored on the conversation in the same transaction, and the token itself goes only to
+    /// the webhook deliveries of these events (an `approval_required` event's copy, the
+    /// status snapshot), never to the log.
+    pub async fn append_replying(
+        &self,
+        id: Uuid,
+        events: Vec<NewEvent>,
+        token: Option<ReplyToken>,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
@@ -274,7 +319,12 @@ impl Store {
         let stopped = || StoreError::Database("the event appender has stopped".into());
         self.inner
             .appends
-            .send(appender::Command::Append { id, events, reply })
+            .send(appender::Command::Append {
+                id,
+                events,
+                token,
+                reply,
+            })
             .await
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
@@ -286,6 +336,18 @@ impl Store {
     /// falls behind gets `Lagged` and should re-read from the store.
     pub fn subscribe(&self) -> broadcast::Receiver<(Uuid, u64)> {
         self.inner.announcements.subscribe()
+    }
+
+    /// Changes when this replica queues webhook deliveries (other replicas' are found by
+    /// polling).
+    pub fn subscribe_outbox(&self) -> watch::Receiver<u64> {
+        self.inner.outbox_written.subscribe()
+    }
+
+    fn wake_outbox(&self) {
+        self.inner
+            .outbox_written
+            .send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 

@@ -110,6 +110,8 @@ on_both!(
     retention_deletes_old_conversations_in_the_given_statuses,
     a_reopened_store_sees_everything,
     one_replica_holds_a_lease_and_takes_its_commands,
+    deliveries_are_written_with_their_change,
+    one_claimer_sends_each_delivery_in_queue_order,
 );
 
 fn at(seconds: i64) -> DateTime<Utc> {
@@ -320,6 +322,10 @@ async fn concurrent_appends_get_gap_free_ids_in_order(kind: Kind) {
     f.finish().await;
 }
 
+mod outbox_tests;
+use outbox_tests::{
+    deliveries_are_written_with_their_change, one_claimer_sends_each_delivery_in_queue_order,
+};
 mod paging_tests;
 use paging_tests::{
     a_reopened_store_sees_everything, conversations_page_by_status_and_sort_order,

@@ -3,6 +3,7 @@
 // Support: the shared helpers and the Kubernetes API stand-in.
 mod helpers;
 mod kube_standin;
+mod webhook_receiver;
 
 // The tests, one module per concern.
 mod agent_limits;
@@ -49,3 +50,6 @@ mod tool_results;
 mod toolset_internet;
 mod toolset_kubernetes;
 mod toolset_prometheus;
+mod webhooks_crash;
+mod webhooks_in;
+mod webhooks_out;

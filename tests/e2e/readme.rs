@@ -30,6 +30,11 @@ fn documented_keys() -> Vec<String> {
     }
     let mut keys = Vec::new();
     leaf_keys("", &value, &mut keys);
+    // `[[webhooks]]` is a list: each receiver's keys are documented as `webhooks.<key>`.
+    let receiver = triage::webhooks::WebhookSettings::new("r", "http://127.0.0.1:1");
+    if let Value::Object(fields) = serde_json::to_value(receiver).expect("a receiver serialises") {
+        keys.extend(fields.keys().map(|k| format!("webhooks.{k}")));
+    }
     keys
 }
 

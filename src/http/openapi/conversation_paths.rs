@@ -22,7 +22,7 @@ pub(super) struct ConversationSchemas {
     pub success: Value,
 }
 
-fn error(description: &str) -> Value {
+pub(super) fn error(description: &str) -> Value {
     json!({
         "description": description,
         "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
@@ -30,7 +30,7 @@ fn error(description: &str) -> Value {
     })
 }
 
-fn ok(description: &str, schema: &Value) -> Value {
+pub(super) fn ok(description: &str, schema: &Value) -> Value {
     json!({
         "description": description,
         "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
@@ -52,12 +52,12 @@ fn id_param() -> Value {
            "schema": {"type": "string", "format": "uuid"}})
 }
 
-fn query(name: &str, schema: Value, description: &str) -> Value {
+pub(super) fn query(name: &str, schema: Value, description: &str) -> Value {
     json!({"name": name, "in": "query", "required": false, "schema": schema, "description": description})
 }
 
 /// Every conversation route answers these besides its own statuses.
-fn common(mut responses: Value, with_id: bool) -> Value {
+pub(super) fn common(mut responses: Value, with_id: bool) -> Value {
     if responses.get("400").is_none() {
         responses["400"] = error("Malformed JSON, or an empty body where one is required.");
     }

@@ -5,6 +5,7 @@
 
 mod conversation_paths;
 mod paths;
+mod webhook_paths;
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -140,6 +141,7 @@ fn build() -> Value {
         "ask": schema::<api::AskAgent>(&mut input),
         "generate_title": schema::<api::GenerateTitle>(&mut input),
         "fork": schema::<api::ForkConversation>(&mut input),
+        "webhook_event": schema::<crate::webhooks::inbound::WebhookEvent>(&mut input),
     });
     // Responses: what serde writes (a field is required when it is always sent).
     let mut output = generator(Contract::Serialize);
@@ -158,6 +160,9 @@ fn build() -> Value {
         "Success": schema::<api::Success>(&mut output),
         "FinalResponse": schema::<api::FinalResponse>(&mut output),
         "GeneratedTitle": schema::<api::GeneratedTitle>(&mut output),
+        "DeliveryView": schema::<super::webhooks::DeliveryView>(&mut output),
+        "DeliveryPage": schema::<super::webhooks::DeliveryPage>(&mut output),
+        "WebhookAnswer": schema::<crate::webhooks::inbound::WebhookAnswer>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);
@@ -228,6 +233,13 @@ fn build() -> Value {
         schemas,
     );
     conversation_paths::add(&mut doc, &conversations);
+    let webhooks = webhook_paths::WebhookSchemas {
+        delivery: r("DeliveryView"),
+        page: r("DeliveryPage"),
+        event: i("webhook_event"),
+        answer: r("WebhookAnswer"),
+    };
+    webhook_paths::add(&mut doc, &webhooks);
     doc
 }
 

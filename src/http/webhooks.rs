@@ -1,0 +1,133 @@
+//! `/api/webhooks/deliveries`: the webhook deliveries not delivered yet — pending ones and
+//! dead letters (`status=failed`) — and queuing a dead letter again. Behind the API keys.
+
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::conversations::query_pairs;
+use super::{ApiError, AppState};
+use crate::store::{Delivery, DeliveryQuery, RetryError, StoreError};
+
+/// A delivery a receiver is owed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DeliveryView {
+    /// `X-Triage-Delivery`: the same on every attempt (the receiver's idempotency key).
+    pub id: Uuid,
+    pub receiver: String,
+    pub conversation_id: Uuid,
+    /// `conversations` (a snapshot) or `events`.
+    pub kind: String,
+    /// `pending` (queued or being retried) or `failed` (dead-lettered).
+    pub status: String,
+    pub attempts: u32,
+    /// `X-Triage-Sequence`: the last event id it accounts for.
+    pub sequence: u64,
+    /// Events in it (0 for a snapshot).
+    pub event_count: u64,
+    pub created_at: DateTime<Utc>,
+    pub next_attempt_at: DateTime<Utc>,
+    /// Why the last attempt failed.
+    pub last_error: Option<String>,
+    /// The receiver's HTTP status at the last attempt, if it answered.
+    pub last_status: Option<u16>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DeliveryPage {
+    pub items: Vec<DeliveryView>,
+    pub next_page_id: Option<String>,
+}
+
+fn view(d: Delivery) -> DeliveryView {
+    DeliveryView {
+        id: d.id,
+        receiver: d.receiver,
+        conversation_id: d.conversation_id,
+        kind: d.kind,
+        status: d.status,
+        attempts: d.attempts,
+        sequence: d.sequence,
+        event_count: d.event_count,
+        created_at: d.created_at,
+        next_attempt_at: d.next_attempt_at,
+        last_error: d.last_error,
+        last_status: d.last_status,
+    }
+}
+
+fn bad_query(message: String) -> Response {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message).into_response()
+}
+
+fn store_error(e: StoreError) -> Response {
+    match e {
+        StoreError::InvalidPageId => bad_query("invalid page_id".into()),
+        e => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("conversation store: {e}"),
+        )
+        .into_response(),
+    }
+}
+
+/// `GET /api/webhooks/deliveries?status=&receiver=&conversation_id=&limit=&page_id=`.
+pub async fn list(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    let mut q = DeliveryQuery {
+        limit: 100,
+        ..DeliveryQuery::default()
+    };
+    for (key, value) in query_pairs(raw.as_deref()) {
+        match key.as_str() {
+            "status" if matches!(value.as_str(), "pending" | "failed") => q.status = Some(value),
+            "status" => {
+                return bad_query(format!("status '{value}': `pending` or `failed`"));
+            }
+            "receiver" => q.receiver = Some(value),
+            "conversation_id" => match Uuid::parse_str(&value) {
+                Ok(id) => q.conversation_id = Some(id),
+                Err(_) => return bad_query(format!("conversation_id '{value}': a UUID")),
+            },
+            "limit" => match value.parse::<u32>() {
+                Ok(n) if (1..=100).contains(&n) => q.limit = n,
+                _ => return bad_query(format!("limit '{value}': a number from 1 to 100")),
+            },
+            "page_id" => q.page_id = Some(value),
+            other => return bad_query(format!("unknown query parameter '{other}'")),
+        }
+    }
+    match state.conversations.store().deliveries(&q).await {
+        Ok(page) => Json(DeliveryPage {
+            items: page.items.into_iter().map(view).collect(),
+            next_page_id: page.next_page_id,
+        })
+        .into_response(),
+        Err(e) => store_error(e),
+    }
+}
+
+/// `POST /api/webhooks/deliveries/{id}/retry`: a dead letter queued again.
+pub async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let Ok(id) = Uuid::parse_str(&id) else {
+        return bad_query(format!("'{id}' is not a delivery id (a UUID)"));
+    };
+    match state.conversations.store().retry_delivery(id).await {
+        Ok(delivery) => Json(view(delivery)).into_response(),
+        Err(RetryError::NotFound) => ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no undelivered webhook delivery has id {id}"),
+        )
+        .into_response(),
+        Err(RetryError::NotFailed) => ApiError::new(
+            StatusCode::CONFLICT,
+            "the delivery is not dead-lettered: it is still being sent",
+        )
+        .into_response(),
+        Err(RetryError::Store(e)) => store_error(e),
+    }
+}

@@ -1,0 +1,491 @@
+//! The outbox's write side: the deliveries a change owes each webhook receiver, built while
+//! the change is written and inserted in its transaction — events in the appender's round,
+//! conversation snapshots with `create`, `set_meta`, `set_config` and `delete`. A change that
+//! commits has its deliveries; one that does not, has none. The sending side is
+//! `deliveries.rs`; why it is built this way, `src/webhooks/mod.rs`.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use chrono::Utc;
+
+use super::conversations::{COLUMNS, Record, is_unique_violation};
+use super::db::{on_pool, placeholders};
+use super::{ConversationRow, Store, StoreError, StoredEvent, to_i64};
+
+/// The stored kind of a status change: each one owes a conversation snapshot.
+pub const STATE_UPDATE: &str = "conversation_state_update";
+/// The stored kind of a pause for approvals (its deliveries carry the reply token).
+pub const APPROVAL_REQUIRED: &str = "approval_required";
+/// `kind` of a snapshot delivery (`POST {base_url}/conversations`).
+pub const CONVERSATIONS: &str = "conversations";
+/// `kind` of an events delivery (`POST {base_url}/events/{conversation_id}`).
+pub const EVENTS: &str = "events";
+
+/// Renders a conversation snapshot's body from its row and the change it reports.
+pub type Renderer = Arc<dyn Fn(&ConversationRow, &Change) -> Value + Send + Sync>;
+
+/// Who is owed what. Without receivers the store writes no outbox rows at all.
+pub struct OutboxPlan {
+    pub receivers: Vec<OutboxReceiver>,
+    pub render: Renderer,
+}
+
+impl std::fmt::Debug for OutboxPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutboxPlan")
+            .field("receivers", &self.receivers)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct OutboxReceiver {
+    pub name: String,
+    /// Snapshots on every status change, create, PATCH and delete.
+    pub conversations: bool,
+    pub events: bool,
+    /// Only events of these kinds; `None`: every kind.
+    pub event_kinds: Option<BTreeSet<String>>,
+    /// Events per delivery at most.
+    pub batch_size: usize,
+    /// How long a partial batch waits for more events before it is sent.
+    pub flush_delay: Duration,
+}
+
+impl OutboxReceiver {
+    fn wants(&self, kind: &str) -> bool {
+        self.events && self.event_kinds.as_ref().is_none_or(|k| k.contains(kind))
+    }
+}
+
+/// What a snapshot reports: the status it was taken for (a snapshot rendered after later
+/// changes still says which change it is about), and the last event it accounts for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub status: String,
+    pub reason: Option<String>,
+    pub last_event_id: u64,
+    /// The reply token handed out with this change (`paused`, `waiting_for_confirmation`).
+    pub reply_token: Option<String>,
+}
+
+impl Change {
+    /// The change a stored `conversation_state_update` event records.
+    pub fn of_event(event: &StoredEvent) -> Change {
+        Change {
+            status: event.payload["execution_status"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            reason: event.payload["reason"].as_str().map(str::to_owned),
+            last_event_id: event.id,
+            reply_token: None,
+        }
+    }
+
+    /// The row as it stands (create, PATCH, delete: `status` says which).
+    pub fn of_row(row: &ConversationRow, status: &str) -> Change {
+        Change {
+            status: status.to_owned(),
+            reason: row.reason.clone(),
+            last_event_id: row.last_event_id,
+            reply_token: None,
+        }
+    }
+}
+
+/// One delivery to insert.
+#[derive(Debug)]
+pub(super) struct NewDelivery {
+    receiver: String,
+    conversation_id: Uuid,
+    kind: &'static str,
+    body: String,
+    /// `X-Triage-Sequence`: the last event id it accounts for.
+    sequence: i64,
+    event_count: i64,
+    next_attempt_at: i64,
+}
+
+/// A statement with its values, run against either backend by `run_statement!`.
+pub(super) struct Statement {
+    pub sql: String,
+    pub binds: Vec<Bind>,
+}
+
+pub(super) enum Bind {
+    Text(String),
+    OptText(Option<String>),
+    Int(i64),
+    Uuid(Uuid),
+}
+
+/// Runs a `Statement` on `$executor` (a transaction or pool of either backend): its
+/// `sqlx::Result`.
+macro_rules! run_statement {
+    ($executor:expr, $statement:expr) => {{
+        let statement = $statement;
+        let mut query = sqlx::query(&statement.sql);
+        for bind in &statement.binds {
+            query = match bind {
+                $crate::store::outbox::Bind::Text(text) => query.bind(text.as_str()),
+                $crate::store::outbox::Bind::OptText(text) => query.bind(text.as_deref()),
+                $crate::store::outbox::Bind::Int(n) => query.bind(*n),
+                $crate::store::outbox::Bind::Uuid(id) => query.bind(*id),
+            };
+        }
+        query.execute($executor).await
+    }};
+}
+pub(super) use run_statement;
+
+/// `next_attempt_at` of a delivery due at once: before any clock's now, so that replicas
+/// whose clocks disagree never hold it back.
+const DUE_NOW: i64 = 0;
+
+/// Rows per INSERT (10 values each: well under both backends' parameter limits).
+const INSERT_ROWS: usize = 500;
+
+fn json(value: &impl serde::Serialize) -> Result<String, StoreError> {
+    serde_json::to_string(value)
+        .map_err(|e| StoreError::Database(format!("serialising a webhook body: {e}")))
+}
+
+impl OutboxPlan {
+    /// Whether some receiver wants snapshots (the appender then reads the rows it renders).
+    pub(super) fn wants_conversations(&self) -> bool {
+        self.receivers.iter().any(|r| r.conversations)
+    }
+
+    /// A snapshot for every receiver that wants them, due now.
+    pub(super) fn snapshots(
+        &self,
+        row: &ConversationRow,
+        change: &Change,
+    ) -> Result<Vec<NewDelivery>, StoreError> {
+        let body = json(&(self.render)(row, change))?;
+        Ok(self
+            .receivers
+            .iter()
+            .filter(|r| r.conversations)
+            .map(|r| NewDelivery {
+                receiver: r.name.clone(),
+                conversation_id: row.id,
+                kind: CONVERSATIONS,
+                body: body.clone(),
+                sequence: to_i64(change.last_event_id),
+                event_count: 0,
+                next_attempt_at: DUE_NOW,
+            })
+            .collect())
+    }
+
+    /// The deliveries one committed append owes, in order per receiver: its events in
+    /// batches, and a snapshot after each status change (the events before it due at once:
+    /// the snapshot must not wait behind them; the worker does the same for events of
+    /// earlier rounds). `rows` holds the conversations that changed status in the round, as
+    /// they stand in its transaction.
+    pub(super) fn for_append(
+        &self,
+        id: Uuid,
+        stored: &[StoredEvent],
+        rows: &HashMap<Uuid, ConversationRow>,
+        token: Option<&str>,
+        now: i64,
+    ) -> Result<Vec<NewDelivery>, StoreError> {
+        // The token handed out with these events is in their deliveries, not in the log.
+        let with_token: Vec<StoredEvent>;
+        let stored = match token {
+            Some(token) if stored.iter().any(|e| e.kind == APPROVAL_REQUIRED) => {
+                with_token = stored
+                    .iter()
+                    .map(|e| {
+                        let mut e = e.clone();
+                        if e.kind == APPROVAL_REQUIRED {
+                            e.payload["reply_token"] = Value::String(token.to_owned());
+                        }
+                        e
+                    })
+                    .collect();
+                with_token.as_slice()
+            }
+            _ => stored,
+        };
+        let mut out = Vec::new();
+        for receiver in &self.receivers {
+            let first = out.len();
+            let mut batch: Vec<&StoredEvent> = Vec::new();
+            let delay = i64::try_from(receiver.flush_delay.as_micros()).unwrap_or(i64::MAX);
+            for event in stored {
+                if receiver.wants(&event.kind) {
+                    batch.push(event);
+                    if batch.len() >= receiver.batch_size {
+                        out.push(events_delivery(receiver, id, &batch, DUE_NOW)?);
+                        batch.clear();
+                    }
+                }
+                if event.kind == STATE_UPDATE
+                    && receiver.conversations
+                    && let Some(row) = rows.get(&id)
+                {
+                    if !batch.is_empty() {
+                        out.push(events_delivery(receiver, id, &batch, DUE_NOW)?);
+                        batch.clear();
+                    }
+                    for earlier in &mut out[first..] {
+                        earlier.next_attempt_at = DUE_NOW;
+                    }
+                    let change = Change {
+                        reply_token: token.map(str::to_owned),
+                        ..Change::of_event(event)
+                    };
+                    let body = json(&(self.render)(row, &change))?;
+                    out.push(NewDelivery {
+                        receiver: receiver.name.clone(),
+                        conversation_id: id,
+                        kind: CONVERSATIONS,
+                        body,
+                        sequence: to_i64(event.id),
+                        event_count: 0,
+                        next_attempt_at: DUE_NOW,
+                    });
+                }
+            }
+            if !batch.is_empty() {
+                // A partial batch waits for more events, at most the flush delay.
+                let due = now.saturating_add(delay);
+                out.push(events_delivery(receiver, id, &batch, due)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn events_delivery(
+    receiver: &OutboxReceiver,
+    id: Uuid,
+    batch: &[&StoredEvent],
+    due: i64,
+) -> Result<NewDelivery, StoreError> {
+    Ok(NewDelivery {
+        receiver: receiver.name.clone(),
+        conversation_id: id,
+        kind: EVENTS,
+        body: json(&batch)?,
+        sequence: batch.last().map_or(0, |e| to_i64(e.id)),
+        event_count: i64::try_from(batch.len()).unwrap_or(i64::MAX),
+        next_attempt_at: due,
+    })
+}
+
+/// INSERTs for `deliveries`, each with a new delivery id.
+pub(super) fn inserts(deliveries: Vec<NewDelivery>, now: i64) -> Vec<Statement> {
+    let mut statements = Vec::new();
+    let mut rows = deliveries.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<NewDelivery> = rows.by_ref().take(INSERT_ROWS).collect();
+        let values = (0..chunk.len())
+            .map(|i| format!("({})", placeholders(i * 10 + 1, 10)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut binds = Vec::with_capacity(chunk.len() * 10);
+        for d in chunk {
+            binds.extend([
+                Bind::Uuid(Uuid::new_v4()),
+                Bind::Text(d.receiver),
+                Bind::Uuid(d.conversation_id),
+                Bind::Text(d.kind.to_owned()),
+                Bind::Text(d.body),
+                Bind::Int(d.sequence),
+                Bind::Int(d.event_count),
+                Bind::Int(now),
+                Bind::Int(now),
+                Bind::Int(d.next_attempt_at),
+            ]);
+        }
+        statements.push(Statement {
+            sql: format!(
+                "INSERT INTO webhook_outbox (delivery_id, receiver, conversation_id, kind, body, \
+                 sequence, event_count, created_at, age_from, next_attempt_at) VALUES {values}"
+            ),
+            binds,
+        });
+    }
+    statements
+}
+
+/// When a conversation write reads the row its snapshot shows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Read {
+    /// After the write (create, PATCH, a config change): the row as it now is.
+    After,
+    /// Before it (delete): the row as it was.
+    Before,
+}
+
+impl Store {
+    /// Runs `write` on conversation `id` and, when receivers want snapshots and it changed a
+    /// row, the snapshot deliveries it owes (`status`, else the row's), in one transaction.
+    /// Returns the rows written; `Conflict` for a duplicate id.
+    pub(super) async fn write_reporting(
+        &self,
+        id: Uuid,
+        write: Statement,
+        read: Read,
+        status: Option<&str>,
+    ) -> Result<u64, StoreError> {
+        let conflict = |e: sqlx::Error| {
+            if is_unique_violation(&e) {
+                StoreError::Conflict(id.to_string())
+            } else {
+                e.into()
+            }
+        };
+        let plan = self
+            .inner
+            .options
+            .outbox
+            .as_deref()
+            .filter(|p| p.wants_conversations());
+        let Some(plan) = plan else {
+            return Ok(on_pool!(&self.inner.db, pool => run_statement!(pool, write)
+                .map_err(conflict)?
+                .rows_affected()));
+        };
+        let (begin, lock) = if self.inner.db.is_postgres() {
+            ("BEGIN", " FOR UPDATE")
+        } else {
+            ("BEGIN IMMEDIATE", "")
+        };
+        let select = format!("SELECT {COLUMNS} FROM conversations WHERE id = $1{lock}");
+        let now = Utc::now().timestamp_micros();
+        let written = on_pool!(&self.inner.db, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let mut record: Option<Record> = None;
+            if read == Read::Before {
+                record = sqlx::query_as(&select).bind(id).fetch_optional(&mut *tx).await?;
+            }
+            let written = run_statement!(&mut *tx, write).map_err(conflict)?.rows_affected();
+            if written > 0 && read == Read::After {
+                record = sqlx::query_as(&select).bind(id).fetch_optional(&mut *tx).await?;
+            }
+            if let Some(record) = record.filter(|_| written > 0) {
+                let row = record.into_row()?;
+                let change = Change::of_row(&row, status.unwrap_or(&row.status));
+                for insert in inserts(plan.snapshots(&row, &change)?, now) {
+                    run_statement!(&mut *tx, insert)?;
+                }
+            }
+            tx.commit().await?;
+            written
+        });
+        if written > 0 {
+            self.wake_outbox();
+        }
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn plan(batch_size: usize, kinds: Option<&[&str]>) -> OutboxPlan {
+        OutboxPlan {
+            receivers: vec![OutboxReceiver {
+                name: "r".into(),
+                conversations: true,
+                events: true,
+                event_kinds: kinds.map(|k| k.iter().map(|s| (*s).to_owned()).collect()),
+                batch_size,
+                flush_delay: Duration::from_secs(1),
+            }],
+            render: Arc::new(
+                |row, change| json!({"id": row.id, "execution_status": change.status}),
+            ),
+        }
+    }
+
+    fn event(id: u64, kind: &str, payload: Value) -> StoredEvent {
+        StoredEvent {
+            id,
+            kind: kind.into(),
+            source: "agent".into(),
+            timestamp: Utc::now(),
+            payload,
+        }
+    }
+
+    fn row(id: Uuid) -> ConversationRow {
+        ConversationRow {
+            id,
+            title: None,
+            tags: Default::default(),
+            status: "running".into(),
+            reason: None,
+            config: json!({}),
+            state: json!({}),
+            state_event_id: 0,
+            stats: json!({}),
+            last_event_id: 0,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn events_are_batched_and_a_status_change_follows_what_came_before_it() {
+        let id = Uuid::new_v4();
+        let rows = HashMap::from([(id, row(id))]);
+        let stored = vec![
+            event(1, "message", json!({})),
+            event(2, "message", json!({})),
+            event(3, "message", json!({})),
+            event(4, STATE_UPDATE, json!({"execution_status": "finished"})),
+            event(5, "message", json!({})),
+        ];
+        let out = plan(2, None)
+            .for_append(id, &stored, &rows, None, 100)
+            .unwrap();
+        let shape: Vec<(&str, i64, i64, i64)> = out
+            .iter()
+            .map(|d| (d.kind, d.sequence, d.event_count, d.next_attempt_at))
+            .collect();
+        let later = 100 + 1_000_000;
+        assert_eq!(
+            shape,
+            [
+                (EVENTS, 2, 2, DUE_NOW),
+                (EVENTS, 4, 2, DUE_NOW),
+                (CONVERSATIONS, 4, 0, DUE_NOW),
+                (EVENTS, 5, 1, later),
+            ]
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&out[2].body).unwrap()["execution_status"],
+            "finished"
+        );
+    }
+
+    #[test]
+    fn event_kinds_filter_what_a_receiver_gets() {
+        let id = Uuid::new_v4();
+        let stored = vec![
+            event(1, "message", json!({})),
+            event(2, "ai_answer_end", json!({})),
+        ];
+        let out = plan(20, Some(&["ai_answer_end"]))
+            .for_append(id, &stored, &HashMap::new(), None, 0)
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        let body: Value = serde_json::from_str(&out[0].body).unwrap();
+        assert_eq!(body[0]["kind"], "ai_answer_end");
+        assert_eq!(body.as_array().unwrap().len(), 1);
+    }
+}

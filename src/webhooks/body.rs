@@ -1,0 +1,71 @@
+//! The body of `POST {base_url}/conversations`: OpenHands' conversation-update shape, with the
+//! keys triage has a meaning for under their names there, plus triage's own. The credential
+//! fields of that shape are always null: nothing secret is ever in a body.
+
+use serde_json::{Value, json};
+
+use crate::conversations::api::ConversationInfo;
+use crate::conversations::info_from_row;
+use crate::store::{Change, ConversationRow};
+
+/// The snapshot for `change`: the row as it stands, with the status, reason and last event
+/// of the change it reports.
+pub fn conversation(row: &ConversationRow, change: &Change, default_steps: u32) -> Value {
+    match info_from_row(row, default_steps) {
+        Ok(info) => from_info(&info, change),
+        // An unreadable stored config or state: the snapshot still says what changed.
+        Err(e) => {
+            tracing::warn!(conversation = %row.id, error = %e, "webhook snapshot without the conversation's settings");
+            json!({
+                "id": row.id,
+                "execution_status": change.status,
+                "reason": change.reason,
+                "title": row.title,
+                "tags": row.tags,
+                "created_at": row.created_at,
+                "updated_at": row.updated_at,
+                "last_event_id": change.last_event_id,
+                "reply_token": change.reply_token,
+            })
+        }
+    }
+}
+
+fn from_info(info: &ConversationInfo, change: &Change) -> Value {
+    let model = info.model.clone();
+    json!({
+        "id": info.id,
+        "execution_status": change.status,
+        "reason": change.reason,
+        "title": info.title,
+        "tags": info.tags,
+        "max_iterations": info.max_iterations,
+        "stuck_detection": info.stuck_detection,
+        "confirmation_policy": info.confirmation_policy,
+        "agent": {
+            "llm": {
+                "model": model,
+                "api_key": null,
+                "aws_access_key_id": null,
+                "aws_secret_access_key": null,
+                "aws_session_token": null,
+            },
+        },
+        "metrics": {
+            "model_name": model,
+            "accumulated_cost": info.stats.cost,
+            "accumulated_token_usage": {
+                "model": model,
+                "prompt_tokens": info.stats.prompt_tokens,
+                "completion_tokens": info.stats.completion_tokens,
+            },
+        },
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+        "model": model,
+        "pending_actions": info.pending_actions,
+        "stats": info.stats,
+        "last_event_id": change.last_event_id,
+        "reply_token": change.reply_token,
+    })
+}
