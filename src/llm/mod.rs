@@ -12,9 +12,11 @@ pub mod probe;
 mod provider;
 pub mod registry;
 pub mod scripted;
+mod transport;
 
 pub use complete::{Llm, SCRIPTED_PREFIX};
 pub use error::LlmError;
-pub use openai::{LlmTimeouts, OpenAiClient, RetryPolicy};
+pub use openai::OpenAiClient;
 pub use provider::{Completion, CompletionRequest, Fragment, Provider, ToolCallFragment};
 pub use registry::{ModelConfig, ModelLookupError, ModelRegistry};
+pub use transport::{LlmTimeouts, RetryPolicy, Transport};

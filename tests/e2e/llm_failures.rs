@@ -392,8 +392,9 @@ async fn max_steps_exceeded_is_an_error_and_tools_are_withheld_on_the_last_step(
     let reqs = app.llm.requests();
     let tools = reqs[0]["tools"].as_array().expect("tools on step 1");
     assert!(!tools.is_empty());
-    assert!(reqs[1].get("tools").is_none(), "{}", reqs[1]);
-    assert!(reqs[1].get("tool_choice").is_none(), "{}", reqs[1]);
+    // The last step keeps the definitions (the history holds calls) and forbids calls.
+    assert_eq!(reqs[1]["tools"], reqs[0]["tools"], "{}", reqs[1]);
+    assert_eq!(reqs[1]["tool_choice"], "none", "{}", reqs[1]);
 }
 
 #[tokio::test]
