@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use super::error::LlmError;
 use super::openai_chunk::Chunk;
 use super::provider::{CompletionRequest, Fragment, Provider};
-use super::transport::{LlmTimeouts, Transport};
+use super::transport::Transport;
 use crate::wire::Message;
 use crate::wire::message::ForLlm;
 
@@ -60,10 +60,6 @@ impl Serialize for LlmMessages<'_> {
 impl OpenAiClient {
     pub fn new(transport: Transport) -> OpenAiClient {
         OpenAiClient { transport }
-    }
-
-    pub fn timeouts(&self) -> LlmTimeouts {
-        self.transport.timeouts()
     }
 
     fn encode(&self, req: &CompletionRequest<'_>) -> Result<bytes::Bytes, LlmError> {

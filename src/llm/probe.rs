@@ -30,7 +30,7 @@ impl Probe {
             Probe::Reachable => "reachable".into(),
             Probe::AuthRefused { status, message } => format!(
                 "auth refused (HTTP {status}: {message}): check the api_key of model '{}' \
-                 (or the variable it falls back to: OPENAI_API_KEY, AZURE_API_KEY)",
+                 (or the variable it falls back to: OPENAI_API_KEY, ANTHROPIC_API_KEY, AZURE_API_KEY)",
                 model.key
             ),
             Probe::NotFound { url, hint } => format!("not found: {url} answered 404{hint}"),
