@@ -104,21 +104,28 @@ impl Transport {
                 Ok(response) => return Ok(response),
                 Err(e) => e,
             };
-            if !err.is_retryable() || attempt >= self.retry.max_attempts {
+            let Some(delay) = self.retry_delay(attempt, &err, started) else {
                 return Err(err);
-            }
-            let delay = err
-                .retry_after()
-                .unwrap_or_else(|| self.retry.backoff(attempt));
-            if started.elapsed() + delay > self.retry.max_elapsed {
-                return Err(err);
-            }
+            };
             tracing::warn!(
                 model = %model.key, attempt, delay_ms = delay.as_millis() as u64,
                 error = %err, "retrying LLM call"
             );
             tokio::time::sleep(delay).await;
         }
+    }
+
+    /// The wait before another attempt after `attempt` failed with `err` (its `retry-after`,
+    /// else back-off), or `None` when the call must give up: not retryable, out of attempts,
+    /// or past the retry time budget of a call that started at `started`.
+    pub fn retry_delay(&self, attempt: u32, err: &LlmError, started: Instant) -> Option<Duration> {
+        if !err.is_retryable() || attempt >= self.retry.max_attempts {
+            return None;
+        }
+        let delay = err
+            .retry_after()
+            .unwrap_or_else(|| self.retry.backoff(attempt));
+        (started.elapsed() + delay <= self.retry.max_elapsed).then_some(delay)
     }
 
     /// Sends the request and waits for the response headers.

@@ -295,6 +295,20 @@ async fn an_error_event_mid_stream_ends_in_an_error_event() {
 }
 
 #[tokio::test]
+async fn an_overload_before_any_output_is_retried() {
+    let app = claude("").await;
+    app.llm.push(Step::FailMidStream {
+        content: String::new(),
+        kind: "overloaded_error".into(),
+        message: "Overloaded".into(),
+    });
+    app.llm.push(Step::text("Recovered."));
+    let events = app.chat_sse(&json!({"ask": "q", "stream": true})).await;
+    assert_eq!(last_event(&events)["analysis"], "Recovered.", "{events:#?}");
+    assert_eq!(app.llm.request_count(), 2);
+}
+
+#[tokio::test]
 async fn cached_tokens_count_in_usage_and_cost() {
     let app = claude("input_cost_per_token = 0.000003\noutput_cost_per_token = 0.000015\n").await;
     app.llm
@@ -357,14 +371,18 @@ async fn thinking_blocks_round_trip_across_a_stateless_resume() {
     );
 
     // Resumed from the client's history: the block goes back first and unchanged.
-    app.llm.push(Step::text("Fixed."));
+    app.llm.push(Step::text_with_reasoning(
+        "one two three four five six",
+        "Fixed now.",
+    ));
     let resume = json!({"ask": "", "enable_tool_approval": true, "conversation_history": history,
         "tool_decisions": [{"tool_call_id": "toolu_r", "approved": true}]});
     let (status, body) = app.chat_json(&resume).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(blocks(&app, 1, 1)[0], *thought);
-    let usage = &body["metadata"]["usage"];
-    assert!(usage["completion_tokens"].as_u64().unwrap() > 0, "{usage}");
+    // Thinking tokens are output tokens: six thought, two answered.
+    assert_eq!(body["metadata"]["usage"]["completion_tokens"], 8, "{body}");
+    assert_eq!(body["analysis"], "Fixed now.");
 
     // A changed thinking block is refused by the provider, and the user reads why.
     let mut tampered = history.clone();

@@ -9,6 +9,8 @@ mod models;
 mod request;
 mod stream;
 
+use std::time::Instant;
+
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
@@ -37,30 +39,47 @@ impl AnthropicClient {
                 .map(bytes::Bytes::from)
                 .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
             let model = req.model;
-            let response = self
-                .transport
-                .open_with_retries(model, || model.authorize(self.transport.post(model, body.clone())))
-                .await?;
-            // The request body (the whole history) is freed once the answer starts.
-            drop(body);
-            let mut events = std::pin::pin!(self.transport.events(response));
-            let mut answer = AnswerStream::default();
-            let mut any_output = false;
-            while let Some(event) = events.next().await {
-                let event = event?;
-                let data = event.data.trim();
-                if data.is_empty() {
-                    continue;
+            let started = Instant::now();
+            let mut attempt = 0;
+            // Anthropic may accept a call and then report `overloaded_error` as the stream's
+            // first event: while nothing has been passed on, that is retried like a 529.
+            'call: loop {
+                attempt += 1;
+                let response = self
+                    .transport
+                    .open_with_retries(model, || model.authorize(self.transport.post(model, body.clone())))
+                    .await?;
+                let mut events = std::pin::pin!(self.transport.events(response));
+                let mut answer = AnswerStream::default();
+                let mut any_output = false;
+                while let Some(event) = events.next().await {
+                    let fragments = event.and_then(|e| {
+                        let data = e.data.trim();
+                        if data.is_empty() { Ok(Vec::new()) } else { answer.push(data) }
+                    });
+                    let fragments = match fragments {
+                        Ok(f) => f,
+                        Err(e) if !any_output => {
+                            let Some(delay) = self.transport.retry_delay(attempt, &e, started) else {
+                                Err(e)?
+                            };
+                            tracing::warn!(
+                                model = %model.key, attempt, delay_ms = delay.as_millis() as u64,
+                                error = %e, "retrying LLM call"
+                            );
+                            tokio::time::sleep(delay).await;
+                            continue 'call;
+                        }
+                        Err(e) => Err(e)?,
+                    };
+                    for fragment in fragments {
+                        any_output |= !matches!(fragment, Fragment::Usage(_));
+                        yield fragment;
+                    }
+                    if answer.is_complete() {
+                        break 'call;
+                    }
                 }
-                for fragment in answer.push(data)? {
-                    any_output |= !matches!(fragment, Fragment::Usage(_));
-                    yield fragment;
-                }
-                if answer.is_complete() {
-                    break;
-                }
-            }
-            if !answer.is_complete() {
                 Err(LlmError::Protocol(if any_output {
                     "the stream ended in the middle of the answer".into()
                 } else {

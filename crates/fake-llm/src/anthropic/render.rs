@@ -55,8 +55,16 @@ fn blocks(ctx: &Ctx, step: &Step) -> Option<(Vec<Block>, &'static str, u64)> {
             usage,
         } => {
             let mut out: Vec<Block> = thinking(reasoning.as_ref()).into_iter().collect();
+            // Thinking is billed as output, as Anthropic bills it.
+            let thought: u64 = out
+                .iter()
+                .map(|b| match b {
+                    Block::Thinking(t) => words(t),
+                    _ => 0,
+                })
+                .sum();
             out.push(Block::Text(content.clone()));
-            Some((out, "end_turn", output(usage, words(content))))
+            Some((out, "end_turn", output(usage, words(content) + thought)))
         }
         Step::ToolCalls {
             content,
