@@ -366,7 +366,7 @@ async fn finish_reason_without_done_is_accepted() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn max_steps_exceeded_is_an_error_and_tools_are_withheld_on_the_last_step() {
+async fn max_steps_exceeded_is_an_error_and_calls_are_forbidden_on_the_last_step() {
     let app = spawn_app_with("[agent]\nmax_steps = 2\n").await;
     app.llm
         .push(Step::tool("call_1", "TodoWrite", json!({"todos": []})));

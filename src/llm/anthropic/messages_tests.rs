@@ -138,3 +138,21 @@ fn the_cache_breakpoint_is_the_last_non_thinking_block() {
     );
     assert!(messages[0]["content"][0].get("cache_control").is_none());
 }
+
+#[test]
+fn hostile_thinking_blocks_from_a_client_are_dropped_not_sent() {
+    let mut reply = Message::assistant(Some("ok".into()), None, Vec::new());
+    reply.extra.insert(
+        crate::wire::message::THINKING_BLOCKS.into(),
+        json!([{"type": "thinking", "thinking": 5, "signature": "s"},
+               {"type": "thinking", "thinking": "no signature"},
+               {"type": "tool_use", "id": "x", "name": "bash", "input": {}},
+               "not an object"]),
+    );
+    let history = vec![Message::user(json!("q")), reply];
+    let t = translate(&history, true);
+    assert_eq!(
+        t.messages[1]["content"],
+        json!([{"type": "text", "text": "ok"}])
+    );
+}

@@ -177,6 +177,74 @@ mod tests {
         assert!(bare.get("description").is_none());
     }
 
+    fn model(entry: &str) -> std::sync::Arc<crate::llm::ModelConfig> {
+        let toml = format!(
+            "[models.c]\nmodel = \"anthropic/claude-sonnet-4-5\"\napi_key = \"k\"\n{entry}"
+        );
+        let settings = crate::config::Settings::from_toml(&toml).unwrap();
+        let registry = crate::llm::ModelRegistry::from_settings(&settings).unwrap();
+        registry.resolve(Some("c")).unwrap()
+    }
+
+    fn body_for(model: &crate::llm::ModelConfig, allow_tool_calls: bool) -> Value {
+        let tools = serde_json::value::RawValue::from_string(
+            json!([{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}])
+                .to_string(),
+        )
+        .unwrap();
+        let messages = [
+            crate::wire::Message::system("sys"),
+            crate::wire::Message::user(json!("q")),
+        ];
+        body(&CompletionRequest {
+            model,
+            messages: &messages,
+            tools: Some(&tools),
+            allow_tool_calls,
+            response_format: None,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn parameters_are_translated() {
+        let m = model(
+            "temperature = 0.2\nmax_tokens = 5000\ntop_p = 0.9\nstop = \"END\"\nuser = \"sre\"\nparallel_tool_calls = false\n",
+        );
+        let b = body_for(&m, true);
+        assert_eq!(b["max_tokens"], 5000);
+        assert_eq!(b["temperature"], 0.2);
+        assert_eq!(b["top_p"], 0.9);
+        assert_eq!(b["stop_sequences"], json!(["END"]));
+        assert_eq!(b["metadata"], json!({"user_id": "sre"}));
+        assert_eq!(
+            b["tool_choice"],
+            json!({"type": "auto", "disable_parallel_tool_use": true})
+        );
+        assert_eq!(b["system"][0]["text"], "sys");
+        assert_eq!(b["stream"], true);
+        assert_eq!(body_for(&m, false)["tool_choice"], json!({"type": "none"}));
+    }
+
+    #[test]
+    fn thinking_drops_temperature_and_effort_maps_to_a_budget() {
+        let m =
+            model("temperature = 0.2\nthinking = { type = \"enabled\", budget_tokens = 3000 }\n");
+        let b = body_for(&m, true);
+        assert_eq!(
+            b["thinking"],
+            json!({"type": "enabled", "budget_tokens": 3000})
+        );
+        assert!(b.get("temperature").is_none());
+        let m = model("reasoning_effort = \"high\"\n");
+        let b = body_for(&m, true);
+        assert_eq!(
+            b["thinking"],
+            json!({"type": "enabled", "budget_tokens": 4096})
+        );
+        assert!(b.get("reasoning_effort").is_none());
+    }
+
     #[test]
     fn formats_become_instructions() {
         let schema = json!({"type": "json_schema", "json_schema": {"name": "h",

@@ -12,6 +12,8 @@ use crate::llm::error::LlmError;
 use crate::llm::provider::{Fragment, ToolCallFragment};
 use crate::wire::response::Usage;
 
+const MAX_SIGNATURE_BYTES: usize = 64 * 1024;
+
 enum Block {
     Text,
     ToolUse { call: usize, got_input: bool },
@@ -127,6 +129,13 @@ impl AnswerStream {
                     }
                     (Some(Block::Thinking { signature, .. }), "signature_delta") => {
                         signature.push_str(field("signature"));
+                        // Signatures are a few hundred bytes; a server that never stops one
+                        // must not grow it without bound (the text is capped as reasoning).
+                        if signature.len() > MAX_SIGNATURE_BYTES {
+                            return Err(LlmError::Oversized(format!(
+                                "a thinking signature exceeded {MAX_SIGNATURE_BYTES} bytes"
+                            )));
+                        }
                     }
                     (None, _) => {
                         return Err(LlmError::Protocol(format!(

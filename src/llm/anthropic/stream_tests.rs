@@ -102,3 +102,16 @@ fn a_delta_for_an_unknown_block_is_an_error() {
         "delta": {"type": "text_delta", "text": "x"}});
     assert!(stream.push(&delta.to_string()).is_err());
 }
+
+#[test]
+fn an_endless_signature_is_cut() {
+    let mut stream = AnswerStream::default();
+    let start = json!({"type": "content_block_start", "index": 0,
+        "content_block": {"type": "thinking", "thinking": "", "signature": ""}});
+    stream.push(&start.to_string()).unwrap();
+    let piece = json!({"type": "content_block_delta", "index": 0,
+        "delta": {"type": "signature_delta", "signature": "x".repeat(40_000)}})
+    .to_string();
+    stream.push(&piece).unwrap();
+    assert!(matches!(stream.push(&piece), Err(LlmError::Oversized(_))));
+}
