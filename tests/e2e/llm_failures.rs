@@ -535,3 +535,17 @@ async fn a_finished_stream_counts_no_cancellation() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(app.llm.cancellations(), 0);
 }
+
+#[tokio::test]
+async fn an_error_chunk_mid_stream_is_an_error_event() {
+    let app = spawn_app().await;
+    app.llm.push(Step::FailMidStream {
+        content: "Partial".into(),
+        kind: "server_error".into(),
+        message: "upstream went away".into(),
+    });
+    let events = app.chat_sse(&ask(true)).await;
+    let end = last(&events);
+    assert_eq!(end.name, "error", "{events:#?}");
+    assert!(description(&end.data).contains("upstream went away"));
+}

@@ -309,6 +309,32 @@ async fn an_overload_before_any_output_is_retried() {
 }
 
 #[tokio::test]
+async fn a_client_that_leaves_cancels_the_call() {
+    let app = claude("").await;
+    app.llm.push(Step::Paced {
+        before: std::time::Duration::ZERO,
+        between_chunks: std::time::Duration::from_millis(100),
+        step: Box::new(Step::text(&"word ".repeat(100))),
+    });
+    let resp = app.post_chat(&json!({"ask": "q", "stream": true})).await;
+    assert_eq!(resp.status(), 200);
+    assert!(
+        app.llm
+            .wait_for_requests(1, std::time::Duration::from_secs(5))
+            .await
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(app.llm.cancellations(), 0);
+    drop(resp);
+    assert!(
+        app.llm
+            .wait_for_cancellations(1, std::time::Duration::from_secs(2))
+            .await,
+        "the Messages call kept running after the client left"
+    );
+}
+
+#[tokio::test]
 async fn cached_tokens_count_in_usage_and_cost() {
     let app = claude("input_cost_per_token = 0.000003\noutput_cost_per_token = 0.000015\n").await;
     app.llm
