@@ -54,6 +54,32 @@ pub fn translate(history: &[Message], thinking: bool) -> Translated {
     }
 }
 
+/// A request without tool definitions may not carry tool blocks (the API refuses it): each
+/// becomes text saying what was called and what it returned. triage sends definitions
+/// whenever its history may hold calls; this covers any other caller.
+pub fn tool_blocks_as_text(messages: &mut [Value]) {
+    for block in messages
+        .iter_mut()
+        .filter_map(|m| m.get_mut("content").and_then(Value::as_array_mut))
+        .flatten()
+    {
+        let text = match block_type(block) {
+            "tool_use" => format!(
+                "[Called tool {} (call {}) with arguments {}]",
+                block["name"].as_str().unwrap_or(""),
+                block["id"].as_str().unwrap_or(""),
+                block["input"]
+            ),
+            "tool_result" => match orphan_result_as_text(block).get("text") {
+                Some(Value::String(t)) => t.clone(),
+                _ => continue,
+            },
+            _ => continue,
+        };
+        *block = text_block(&text);
+    }
+}
+
 /// Marks the end of the last message as a prompt-cache breakpoint (as HolmesGPT does): the
 /// next call of the loop reads everything before it from the cache.
 pub fn mark_cache_breakpoint(messages: &mut [Value]) {

@@ -156,3 +156,23 @@ fn hostile_thinking_blocks_from_a_client_are_dropped_not_sent() {
         json!([{"type": "text", "text": "ok"}])
     );
 }
+
+#[test]
+fn without_tool_definitions_tool_blocks_become_text() {
+    let history = vec![
+        Message::user(json!("go")),
+        Message::assistant(None, None, vec![call("a")]),
+        Message::tool("a", "bash", "pods".into()),
+    ];
+    let mut messages = translate(&history, false).messages;
+    tool_blocks_as_text(&mut messages);
+    let text = serde_json::to_string(&messages).unwrap();
+    assert!(
+        !text.contains("tool_use") && !text.contains("tool_result"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Called tool bash (call a)") && text.contains("pods"),
+        "{text}"
+    );
+}

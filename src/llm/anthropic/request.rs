@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::messages::{mark_cache_breakpoint, translate};
+use super::messages::{mark_cache_breakpoint, tool_blocks_as_text, translate};
 use super::models::thinking_enabled;
 use crate::llm::error::LlmError;
 use crate::llm::provider::CompletionRequest;
@@ -44,6 +44,9 @@ pub fn body(req: &CompletionRequest<'_>) -> Result<Value, LlmError> {
     };
     let history = translate(req.messages, thinking.is_some());
     let mut messages = history.messages;
+    if req.tools.is_none() {
+        tool_blocks_as_text(&mut messages);
+    }
     mark_cache_breakpoint(&mut messages);
 
     let mut body = Map::new();
