@@ -546,3 +546,38 @@ async fn check_probes_an_anthropic_model_from_a_model_list() {
     assert_eq!(llm.request_count(), 1);
     assert_eq!(llm.requests()[0]["model"], "claude-sonnet-4-5");
 }
+
+#[tokio::test]
+async fn a_server_side_conversation_with_thinking_and_a_side_question() {
+    use crate::conversations_api::{create, frames_until, post, state_is};
+    let app = claude(THINKING).await;
+    app.llm
+        .push(Step::tool("toolu_1", "TodoWrite", json!({"todos": []})));
+    app.llm.push(Step::text("All pods are healthy."));
+    let id = create(
+        &app,
+        json!({"initial_message": {"content": "Are my pods healthy?"}}),
+    )
+    .await;
+    let frames = frames_until(&app, &id, None, state_is("finished")).await;
+    assert!(
+        frames.iter().any(|f| f.name == "ai_answer_end"),
+        "{:?}",
+        frames.iter().map(|f| &f.name).collect::<Vec<_>>()
+    );
+    // The tool loop's second call sent the stored thinking block back, signed.
+    assert_eq!(blocks(&app, 1, 1)[0]["type"], "thinking");
+    // A side question over a history with tool calls: definitions sent, calls forbidden.
+    app.llm.push(Step::text("One check, healthy."));
+    let (status, asked) = post(
+        &app,
+        &format!("/api/conversations/{id}/ask_agent"),
+        json!({"question": "Summarise in one line"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{asked}");
+    assert_eq!(asked["response"], "One check, healthy.");
+    let side = app.llm.requests().last().unwrap().clone();
+    assert_eq!(side["tool_choice"], json!({"type": "none"}));
+    assert!(side["tools"].as_array().is_some_and(|t| !t.is_empty()));
+}
