@@ -126,8 +126,13 @@ fn record_metrics(model: &str, elapsed: Duration, result: &Result<Completion, Ll
             if let Some(u) = c.usage {
                 metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "prompt")
                     .increment(u.prompt_tokens);
-                metrics::counter!("triage_llm_tokens_total", "model" => model, "kind" => "completion")
+                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "completion")
                     .increment(u.completion_tokens);
+                // Of the prompt tokens, those read from and written to a prompt cache.
+                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "cache_read")
+                    .increment(u.cache_read_input_tokens);
+                metrics::counter!("triage_llm_tokens_total", "model" => model, "kind" => "cache_creation")
+                    .increment(u.cache_creation_input_tokens);
             }
         }
         Err(e) => {
