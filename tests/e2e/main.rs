@@ -37,6 +37,7 @@ mod llm_failures;
 mod openapi;
 mod operations;
 mod policy_strace;
+mod provider_anthropic;
 mod readme;
 mod run_fixes;
 mod sandbox;
