@@ -124,8 +124,12 @@ fn invalid(message: String) -> ConfigError {
 }
 
 fn load_yaml(path: &Path) -> Result<Value, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| invalid(format!("cannot read HolmesGPT file {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        invalid(format!(
+            "cannot read HolmesGPT file {}: {e}",
+            path.display()
+        ))
+    })?;
     let value: Value = serde_norway::from_str(&text)
         .map_err(|e| invalid(format!("{} is not valid YAML: {e}", path.display())))?;
     match value {

@@ -148,10 +148,7 @@ impl ToolsetMapping {
             return;
         };
         let mut ignored = Vec::new();
-        let target = self
-            .builtin
-            .entry(triage)
-            .or_insert_with(|| json!({}));
+        let target = self.builtin.entry(triage).or_insert_with(|| json!({}));
         for (key, value) in config {
             match (triage, key.as_str()) {
                 ("prometheus", "prometheus_url") => target["url"] = value.clone(),

@@ -75,9 +75,11 @@ pub fn discover(dirs: &[PathBuf]) -> (Vec<Skill>, Vec<String>) {
         }
         for file in candidates.into_iter().filter(|f| f.is_file()) {
             match read_skill(&file, &root) {
-                Ok(skill) if skills.iter().any(|s| s.name == skill.name) => problems.push(
-                    format!("{}: a skill named `{}` is already loaded", file.display(), skill.name),
-                ),
+                Ok(skill) if skills.iter().any(|s| s.name == skill.name) => problems.push(format!(
+                    "{}: a skill named `{}` is already loaded",
+                    file.display(),
+                    skill.name
+                )),
                 Ok(skill) => skills.push(skill),
                 Err(e) => problems.push(format!("{}: {e}", file.display())),
             }
@@ -92,10 +94,14 @@ fn read_skill(file: &Path, root: &Path) -> Result<Skill, String> {
         return Err("links outside its skill directory".into());
     }
     let text = read_capped(&path)?;
-    let (front, _) = split_frontmatter(&text).ok_or("no `---` frontmatter with name and description")?;
+    let (front, _) =
+        split_frontmatter(&text).ok_or("no `---` frontmatter with name and description")?;
     let front: Frontmatter =
         serde_norway::from_str(front).map_err(|e| format!("frontmatter: {e}"))?;
-    let name = front.name.filter(|n| !n.trim().is_empty()).ok_or("frontmatter has no `name`")?;
+    let name = front
+        .name
+        .filter(|n| !n.trim().is_empty())
+        .ok_or("frontmatter has no `name`")?;
     let description = front
         .description
         .filter(|d| !d.trim().is_empty())
@@ -121,7 +127,9 @@ fn read_capped(path: &Path) -> Result<String, String> {
 /// `---\n<yaml>\n---\n<body>` → (yaml, body).
 fn split_frontmatter(text: &str) -> Option<(&str, &str)> {
     let rest = text.strip_prefix("---")?.trim_start_matches([' ', '\t']);
-    let rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n'))?;
+    let rest = rest
+        .strip_prefix("\r\n")
+        .or_else(|| rest.strip_prefix('\n'))?;
     let end = rest.find("\n---")?;
     let body = &rest[end + 4..];
     let body = body.split_once('\n').map_or("", |(_, b)| b);
@@ -268,7 +276,8 @@ mod tests {
 
     impl TempDir {
         fn new() -> TempDir {
-            let dir = std::env::temp_dir().join(format!("triage-skills-{}", uuid::Uuid::new_v4().simple()));
+            let dir = std::env::temp_dir()
+                .join(format!("triage-skills-{}", uuid::Uuid::new_v4().simple()));
             std::fs::create_dir_all(&dir).unwrap();
             TempDir(dir)
         }
@@ -309,16 +318,30 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         let toolsets = toolset(&settings);
         let ts = &toolsets[0];
-        assert!(ts.instructions.contains("- oom-kills: Pods killed for memory"));
+        assert!(
+            ts.instructions
+                .contains("- oom-kills: Pods killed for memory")
+        );
         let fetch = FetchSkill {
             skills: Arc::new(skills),
         };
         let ok = fetch.fetch("oom-kills");
         assert!(ok.data.contains("kubectl describe the pod"), "{}", ok.data);
         assert!(!ok.data.contains("---"), "frontmatter is not repeated");
-        for hostile in ["../../etc/passwd", "/etc/passwd", "oom/../secret.txt", "secret.txt"] {
+        for hostile in [
+            "../../etc/passwd",
+            "/etc/passwd",
+            "oom/../secret.txt",
+            "secret.txt",
+        ] {
             let out = fetch.fetch(hostile);
-            assert!(out.error.as_deref().unwrap_or("").contains("no skill named"), "{hostile}");
+            assert!(
+                out.error
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("no skill named"),
+                "{hostile}"
+            );
             assert!(!out.data.contains("TOP SECRET") && !out.data.contains("root:"));
         }
     }
@@ -333,8 +356,11 @@ mod tests {
             "---\nname: escape\ndescription: d\n---\nOUTSIDE\n",
         );
         std::fs::create_dir_all(dir.path().join("x")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("SKILL.md"), dir.path().join("x/SKILL.md"))
-            .unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("SKILL.md"),
+            dir.path().join("x/SKILL.md"),
+        )
+        .unwrap();
         let (skills, problems) = discover(&[dir.path().to_path_buf()]);
         assert!(skills.is_empty());
         assert!(problems[0].contains("outside"), "{problems:?}");

@@ -57,7 +57,11 @@ impl HttpTool {
             "PATCH" => reqwest::Method::PATCH,
             "DELETE" => reqwest::Method::DELETE,
             "HEAD" => reqwest::Method::HEAD,
-            other => return Err(format!("`method` {other} is not GET, POST, PUT, PATCH, DELETE or HEAD")),
+            other => {
+                return Err(format!(
+                    "`method` {other} is not GET, POST, PUT, PATCH, DELETE or HEAD"
+                ));
+            }
         };
         let url = expand_env(&spec.url, lookup);
         if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -97,7 +101,8 @@ impl HttpTool {
     fn render(&self, args: &Value) -> Result<reqwest::Url, String> {
         let values = template_values(&self.params, args)?;
         let rendered = render_url(&self.url, &values)?;
-        let url = reqwest::Url::parse(&rendered).map_err(|e| format!("invalid URL {rendered}: {e}"))?;
+        let url =
+            reqwest::Url::parse(&rendered).map_err(|e| format!("invalid URL {rendered}: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("{rendered} is not an http(s) URL"));
         }

@@ -66,7 +66,9 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
     }
     for (key, value) in &def.env {
         if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!("toolset `{name}`: `env` key `{key}` is not a variable name"));
+            return Err(format!(
+                "toolset `{name}`: `env` key `{key}` is not a variable name"
+            ));
         }
         env.retain(|(k, _)| k != key);
         env.push((key.clone(), template::expand_env(value, lookup)));
@@ -103,9 +105,13 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
                     (Some(_), Some(_)) => return Err(at("has both `command` and `script`")),
                     (None, None) => return Err(at("needs a `command` or a `script`")),
                 };
-                if def_tool.url.is_some() || def_tool.method.is_some() || !def_tool.headers.is_empty()
+                if def_tool.url.is_some()
+                    || def_tool.method.is_some()
+                    || !def_tool.headers.is_empty()
                 {
-                    return Err(at("`url`, `method` and `headers` belong to `type: http` toolsets"));
+                    return Err(at(
+                        "`url`, `method` and `headers` belong to `type: http` toolsets",
+                    ));
                 }
                 let template = template::expand_env(source, lookup);
                 let (params, descriptions) = parameters(&template, def_tool).map_err(|e| at(&e))?;
@@ -126,7 +132,9 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
             }
             ToolsetKind::Http => {
                 if def_tool.command.is_some() || def_tool.script.is_some() {
-                    return Err(at("`command` and `script` belong to command toolsets, not `type: http`"));
+                    return Err(at(
+                        "`command` and `script` belong to command toolsets, not `type: http`",
+                    ));
                 }
                 let url = def_tool.url.as_deref().ok_or_else(|| at("needs a `url`"))?;
                 let (params, descriptions) = parameters(url, def_tool).map_err(|e| at(&e))?;

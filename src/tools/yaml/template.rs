@@ -15,8 +15,9 @@ use minijinja::value::ValueKind;
 use minijinja::{Environment, UndefinedBehavior, Value};
 use tree_sitter::{Node, Parser};
 
-/// Functions minijinja offers as globals: not parameters.
-const GLOBALS: &[&str] = &["range", "dict", "namespace", "debug"];
+/// Functions minijinja offers as globals: not parameters. (`namespace` is one too, but far
+/// more often a parameter; a value given for it shadows the function.)
+const GLOBALS: &[&str] = &["range", "dict", "debug"];
 
 /// Replaces `${NAME}` by the variable's value where `lookup` has one; an unset variable is
 /// left for bash (which sees the toolset's clean environment).
@@ -85,9 +86,8 @@ pub fn render_shell(template: &str, values: &BTreeMap<String, Value>) -> Result<
         let mut list = sink.lock().unwrap_or_else(|e| e.into_inner());
         let index = list.len();
         list.push(as_text(value));
-        write!(out, "'{prefix}{index}E'").map_err(|e| {
-            minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
-        })
+        write!(out, "'{prefix}{index}E'")
+            .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string()))
     });
     let tmpl = env
         .template_from_str(template)
@@ -130,9 +130,8 @@ pub fn render_url(template: &str, values: &BTreeMap<String, Value>) -> Result<St
     env.set_formatter(|out, _state, value| {
         let text = as_text(value);
         let encoded = percent_encoding::utf8_percent_encode(&text, URL_VALUE);
-        write!(out, "{encoded}").map_err(|e| {
-            minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string())
-        })
+        write!(out, "{encoded}")
+            .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string()))
     });
     env.template_from_str(template)
         .and_then(|t| t.render(values))
@@ -296,7 +295,10 @@ mod tests {
             expand_env("a ${TOKEN} ${UNSET} ${ x", &lookup),
             "a s3cr3t ${UNSET} ${ x"
         );
-        let names = placeholders("kubectl get {{ kind }} -n {{ ns }} {% for i in range(2) %}{{ i }}{% endfor %}").unwrap();
+        let names = placeholders(
+            "kubectl get {{ kind }} -n {{ ns }} {% for i in range(2) %}{{ i }}{% endfor %}",
+        )
+        .unwrap();
         assert_eq!(names.into_iter().collect::<Vec<_>>(), ["kind", "ns"]);
     }
 }

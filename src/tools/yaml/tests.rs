@@ -76,7 +76,9 @@ async fn prerequisites_that_fail_make_the_toolset_unavailable() {
     assert_eq!(status("fine"), ToolsetStatus::Enabled);
     // A variable an `env` prerequisite names reaches the commands; nothing else of triage's.
     let fine = ts.iter().find(|t| t.name == "fine").unwrap();
-    let out = tool(fine, "c").invoke(json!({}), &ToolContext::default()).await;
+    let out = tool(fine, "c")
+        .invoke(json!({}), &ToolContext::default())
+        .await;
     assert_eq!(out.data, "s3cr3t");
 }
 
@@ -115,16 +117,31 @@ async fn declared_parameters_and_bad_definitions() {
     .unwrap();
     let get = tool(&ts[0], "get");
     assert_eq!(get.parameters()["required"], json!(["kind"]));
-    assert_eq!(get.parameters()["properties"]["kind"]["description"], "the kind");
-    assert_eq!(get.one_liner(&json!({"kind": "pods"})), "kubectl get 'pods'");
+    assert_eq!(
+        get.parameters()["properties"]["kind"]["description"],
+        "the kind"
+    );
+    assert_eq!(
+        get.one_liner(&json!({"kind": "pods"})),
+        "kubectl get 'pods'"
+    );
     assert_eq!(
         get.one_liner(&json!({"kind": "pods", "ns": "a b"})),
         "kubectl get 'pods' -n 'a b'"
     );
     for (bad, needle) in [
-        ("t:\n  tools:\n    - name: x\n", "needs a `command` or a `script`"),
-        ("t:\n  tools:\n    - name: x\n      command: a\n      script: b\n", "both"),
-        ("t:\n  tools:\n    - name: 'x y'\n      command: a\n", "tool name"),
+        (
+            "t:\n  tools:\n    - name: x\n",
+            "needs a `command` or a `script`",
+        ),
+        (
+            "t:\n  tools:\n    - name: x\n      command: a\n      script: b\n",
+            "both",
+        ),
+        (
+            "t:\n  tools:\n    - name: 'x y'\n      command: a\n",
+            "tool name",
+        ),
         (
             "t:\n  tools:\n    - name: x\n      command: a {{ b }}\n      parameters: {c: {}}\n",
             "does not declare",
