@@ -185,10 +185,10 @@ impl ToolsetMapping {
         {
             tracing::warn!("core_investigation cannot be turned off in triage: it stays on");
         }
-        if let Some(skills) = builtin.remove("skills") {
-            if let Some(on) = skills.get("enabled") {
-                layer["skills"]["enabled"] = on.clone();
-            }
+        if let Some(skills) = builtin.remove("skills")
+            && let Some(on) = skills.get("enabled")
+        {
+            layer["skills"]["enabled"] = on.clone();
         }
         for (name, value) in builtin {
             for (key, v) in value.as_object().into_iter().flatten() {

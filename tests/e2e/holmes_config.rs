@@ -159,16 +159,17 @@ fn unknown_keys_are_errors_naming_key_and_file() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Each request's path and Authorization header.
+type Requests = Arc<Mutex<Vec<(String, String)>>>;
+
 /// The HTTP API of the `status_api` fixture: records each request's path and Authorization.
-async fn status_api() -> (String, Arc<Mutex<Vec<(String, String)>>>) {
-    let seen: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+async fn status_api() -> (String, Requests) {
+    let seen: Requests = Arc::default();
     let app = Router::new()
         .route(
             "/services/{*rest}",
             get(
-                |State(seen): State<Arc<Mutex<Vec<(String, String)>>>>,
-                 uri: Uri,
-                 headers: HeaderMap| async move {
+                |State(seen): State<Requests>, uri: Uri, headers: HeaderMap| async move {
                     let auth = headers
                         .get("authorization")
                         .and_then(|v| v.to_str().ok())

@@ -114,7 +114,7 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
                     ));
                 }
                 let template = template::expand_env(source, lookup);
-                let (params, descriptions) = parameters(&template, def_tool).map_err(|e| at(&e))?;
+                let params = parameters(&template, def_tool).map_err(|e| at(&e))?;
                 let Some(runner) = &runner else {
                     continue;
                 };
@@ -122,7 +122,7 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
                     name: def_tool.name.clone(),
                     toolset: name.to_owned(),
                     description,
-                    schema: tool::schema(&params, &descriptions),
+                    schema: tool::schema(&params),
                     params,
                     template,
                     requires_approval,
@@ -137,13 +137,13 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
                     ));
                 }
                 let url = def_tool.url.as_deref().ok_or_else(|| at("needs a `url`"))?;
-                let (params, descriptions) = parameters(url, def_tool).map_err(|e| at(&e))?;
+                let params = parameters(url, def_tool).map_err(|e| at(&e))?;
                 let request = http::HttpTool::new(
                     http::HttpSpec {
                         name: def_tool.name.clone(),
                         toolset: name.to_owned(),
                         description,
-                        schema: tool::schema(&params, &descriptions),
+                        schema: tool::schema(&params),
                         params,
                         url: url.to_owned(),
                         method: def_tool.method.as_deref().unwrap_or("GET"),
@@ -175,10 +175,7 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
 
 /// The declared parameters, or, when none are declared, one required string per placeholder.
 /// A placeholder that is not declared would fail every call: refused here.
-fn parameters(
-    template: &str,
-    def: &YamlToolDef,
-) -> Result<(BTreeMap<String, Param>, BTreeMap<String, String>), String> {
+fn parameters(template: &str, def: &YamlToolDef) -> Result<BTreeMap<String, Param>, String> {
     let used = template::placeholders(template)?;
     let Some(declared) = &def.parameters else {
         let params = used
@@ -187,11 +184,12 @@ fn parameters(
                 let p = Param {
                     kind: ParamKind::String,
                     required: true,
+                    description: None,
                 };
                 (n, p)
             })
             .collect();
-        return Ok((params, BTreeMap::new()));
+        return Ok(params);
     };
     if let Some(missing) = used.iter().find(|u| !declared.contains_key(*u)) {
         return Err(format!(
@@ -199,7 +197,6 @@ fn parameters(
         ));
     }
     let mut params = BTreeMap::new();
-    let mut descriptions = BTreeMap::new();
     for (name, p) in declared {
         let kind = ParamKind::parse(&p.kind).ok_or_else(|| {
             format!(
@@ -212,13 +209,11 @@ fn parameters(
             Param {
                 kind,
                 required: p.required,
+                description: p.description.clone(),
             },
         );
-        if let Some(d) = &p.description {
-            descriptions.insert(name.clone(), d.clone());
-        }
     }
-    Ok((params, descriptions))
+    Ok(params)
 }
 
 /// OpenAI's rule for function names.

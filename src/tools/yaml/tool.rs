@@ -92,6 +92,7 @@ impl Runner {
 pub struct Param {
     pub kind: ParamKind,
     pub required: bool,
+    pub description: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,12 +183,12 @@ fn scalar(name: &str, kind: ParamKind, v: &Value) -> Result<minijinja::Value, St
 }
 
 /// The JSON Schema the model sees.
-pub fn schema(params: &BTreeMap<String, Param>, descriptions: &BTreeMap<String, String>) -> Value {
+pub fn schema(params: &BTreeMap<String, Param>) -> Value {
     let properties: Map<String, Value> = params
         .iter()
         .map(|(name, p)| {
             let mut prop = serde_json::json!({"type": p.kind.schema_name()});
-            if let Some(d) = descriptions.get(name) {
+            if let Some(d) = &p.description {
                 prop["description"] = Value::String(d.clone());
             }
             (name.clone(), prop)
