@@ -162,7 +162,7 @@ fn config_layer(
             "max_steps" => layer["agent"]["max_steps"] = v.clone(),
             "cluster_name" => layer["prompts"]["cluster_name"] = v.clone(),
             "toolsets" => map_toolsets(v, file, &mut mapping)?,
-            "mcp_servers" => layer["mcp_servers"] = v.clone(),
+            "mcp_servers" => set_mcp_servers(&mut layer, v),
             "custom_toolsets" => listed.extend(
                 paths(v, key, file)?
                     .into_iter()
@@ -234,7 +234,7 @@ fn toolset_file(file: &Path, report: &mut HolmesReport) -> Result<HolmesLayer, C
     for (key, v) in value.as_object().into_iter().flatten() {
         match key.as_str() {
             "toolsets" => map_toolsets(v, file, &mut mapping)?,
-            "mcp_servers" => layer["mcp_servers"] = v.clone(),
+            "mcp_servers" => set_mcp_servers(&mut layer, v),
             "mcpAddons" => {
                 for (addon, settings) in v.as_object().into_iter().flatten() {
                     if settings.get("enabled").and_then(Value::as_bool) == Some(true) {
@@ -262,6 +262,15 @@ fn toolset_file(file: &Path, report: &mut HolmesReport) -> Result<HolmesLayer, C
         name: format!("HolmesGPT toolset file {}", file.display()),
         value: layer,
     })
+}
+
+/// `mcp_servers`, unchanged, for triage's key of that name; an empty one (as Helm renders
+/// when none are configured) configures nothing and is left out.
+fn set_mcp_servers(layer: &mut Value, v: &Value) {
+    let empty = v.is_null() || v.as_object().is_some_and(serde_json::Map::is_empty);
+    if !empty {
+        layer["mcp_servers"] = v.clone();
+    }
 }
 
 fn as_list(v: &Value) -> Vec<Value> {

@@ -109,6 +109,21 @@ pub fn map_toolsets(
         };
         let enabled = entry.get("enabled").and_then(Value::as_bool);
         if let Some((_, triage)) = BUILTIN_EQUIVALENTS.iter().find(|(h, _)| h == name) {
+            let ignored: Vec<&str> = entry
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k.as_str())
+                .filter(|k| !matches!(*k, "enabled" | "config"))
+                .collect();
+            if !ignored.is_empty() {
+                tracing::info!(
+                    toolset = %name,
+                    file = %file.display(),
+                    keys = %ignored.join(", "),
+                    "keys of a built-in toolset ignored (only `enabled` and `config` apply)"
+                );
+            }
             mapping.builtin_entry(name, triage, enabled, entry.get("config"), file);
         } else if entry.get("tools").is_some() || entry.get("type").is_some() {
             mapping.custom.insert(name.clone(), entry);

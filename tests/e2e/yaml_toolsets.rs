@@ -245,3 +245,61 @@ async fn failing_prerequisites_are_reported_and_their_tools_withheld() {
         "llm_instructions reach the prompt"
     );
 }
+
+#[tokio::test]
+async fn toolsets_from_triages_toml_with_a_masked_env_secret() {
+    let app = crate::helpers::spawn_app_with(
+        r#"
+[yaml_toolsets.inline]
+description = "Defined in triage's TOML"
+[yaml_toolsets.inline.env]
+API_TOKEN = "inline-secret-value-123"
+[[yaml_toolsets.inline.tools]]
+name = "say"
+description = "Says a word"
+command = "echo said {{ word }}"
+[[yaml_toolsets.inline.tools]]
+name = "leak_token"
+description = "Prints the token (to show it is masked)"
+command = "echo token=$API_TOKEN"
+"#,
+    )
+    .await;
+    app.llm.push(Step::tools(vec![
+        ("say", "say", json!({"word": "hello; echo injected"})),
+        ("leak", "leak_token", json!({})),
+    ]));
+    app.llm.push(Step::text("done"));
+    let (status, body) = app.chat_json(&json!({"ask": "say it"})).await;
+    assert_eq!(status, 200, "{body}");
+    let data = |i: usize| {
+        body["tool_calls"][i]["result"]["data"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    };
+    let (say, leak) = if body["tool_calls"][0]["tool_call_id"] == "say" {
+        (data(0), data(1))
+    } else {
+        (data(1), data(0))
+    };
+    assert_eq!(say, "said hello; echo injected\n");
+    assert_eq!(
+        leak, "token=<secret-hidden>\n",
+        "the toolset's env secret is masked"
+    );
+}
+
+#[tokio::test]
+async fn an_empty_mcp_servers_from_helm_configures_nothing() {
+    let dir = std::env::temp_dir().join(format!("triage-helm-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("custom_toolset.yaml");
+    std::fs::write(&file, "toolsets: {}\nmcp_servers: {}\n").unwrap();
+    let holmes = HolmesFiles {
+        config: None,
+        toolset_files: vec![file],
+    };
+    assert!(triage::config::Settings::from_holmes_and_toml(&holmes, &[]).is_ok());
+    let _ = std::fs::remove_dir_all(dir);
+}

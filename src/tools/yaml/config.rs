@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// One toolset. HolmesGPT's documentation fields (`docs_url`, `icon_url`, `tags`,
 /// `installation_instructions`) are accepted so its files load unchanged; they change nothing.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct YamlToolsetDef {
     #[serde(default = "enabled_by_default")]
@@ -73,7 +73,7 @@ pub struct Prerequisite {
     pub env: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct YamlToolDef {
     pub name: String,

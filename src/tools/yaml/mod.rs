@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use config::{ParameterDef, Prerequisite, ToolsetKind, YamlToolDef, YamlToolsetDef};
+pub use template::expand_env;
 use tool::{CommandTool, Param, ParamKind, Runner};
 
 use super::{Tool, Toolset};
