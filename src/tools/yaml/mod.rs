@@ -42,11 +42,11 @@ pub async fn toolsets(
     defs: &BTreeMap<String, YamlToolsetDef>,
     shared: &Shared<'_>,
 ) -> Result<Vec<Toolset>, String> {
-    let mut built = Vec::new();
-    for (name, def) in defs {
-        built.push(toolset(name, def, shared).await?);
-    }
-    Ok(built)
+    // Concurrently: each may wait up to 30 s on a prerequisite command.
+    futures::future::join_all(defs.iter().map(|(name, def)| toolset(name, def, shared)))
+        .await
+        .into_iter()
+        .collect()
 }
 
 async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Result<Toolset, String> {
