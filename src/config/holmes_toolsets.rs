@@ -216,3 +216,67 @@ impl ToolsetMapping {
         report.unavailable.extend(self.unavailable);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mapped(toolsets: Value) -> (Value, HolmesReport) {
+        let mut mapping = ToolsetMapping::default();
+        map_toolsets(
+            &toolsets,
+            Path::new("/etc/holmes/config.yaml"),
+            &mut mapping,
+        )
+        .unwrap();
+        let mut layer = json!({});
+        let mut report = HolmesReport::default();
+        mapping.apply(&mut layer, &mut report);
+        (layer, report)
+    }
+
+    #[test]
+    fn one_kubernetes_name_enabling_is_enough() {
+        let (layer, _) = mapped(json!({
+            "kubernetes/core": {"enabled": false}, "kubernetes/logs": {"enabled": true}
+        }));
+        assert_eq!(layer["toolsets"]["kubernetes"]["enabled"], true);
+        let (layer, _) = mapped(json!({
+            "kubernetes/core": {"enabled": false}, "kubernetes/logs": {"enabled": false}
+        }));
+        assert_eq!(layer["toolsets"]["kubernetes"]["enabled"], false);
+    }
+
+    #[test]
+    fn config_keys_map_and_customs_and_unknowns_are_sorted_out() {
+        let (layer, report) = mapped(json!({
+            "bash": {"config": {"allow": ["helm list"], "include_default_allow_deny_list": false}},
+            "prometheus/metrics": {"enabled": true, "config": {"prometheus_url": "http://p:9090"}},
+            "skills": {"enabled": false},
+            "core_investigation": {"enabled": false},
+            "mine": {"tools": [{"name": "t", "command": "true"}]},
+            "grafana/tempo": {"enabled": true},
+            "made/up": {},
+            "datadog/logs": {"enabled": false},
+        }));
+        assert_eq!(layer["toolsets"]["bash"]["allow"], json!(["helm list"]));
+        assert_eq!(layer["toolsets"]["bash"]["builtin_allowlist"], "none");
+        assert_eq!(layer["toolsets"]["prometheus"]["url"], "http://p:9090");
+        assert_eq!(layer["toolsets"]["prometheus"]["enabled"], true);
+        assert_eq!(layer["skills"]["enabled"], false);
+        assert!(layer["toolsets"].get("core_investigation").is_none());
+        assert_eq!(layer["yaml_toolsets"]["mine"]["tools"][0]["name"], "t");
+        let names: Vec<&str> = report.unavailable.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["grafana/tempo", "made/up"]);
+        assert!(report.unavailable[1].1.contains("no `tools`"));
+    }
+
+    #[test]
+    fn the_old_list_form_is_refused() {
+        let mut mapping = ToolsetMapping::default();
+        let err = map_toolsets(&json!([{"name": "x"}]), Path::new("c.yaml"), &mut mapping)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("old format"), "{err}");
+    }
+}
