@@ -303,3 +303,99 @@ async fn an_empty_mcp_servers_from_helm_configures_nothing() {
     assert!(triage::config::Settings::from_holmes_and_toml(&holmes, &[]).is_ok());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A local API: `/big` answers 10 KB, `/fail` a 500 with a message, `/redirect` a 302.
+async fn local_api() -> String {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route("/big", get(|| async { "x".repeat(10_000) }))
+        .route(
+            "/fail",
+            get(|| async {
+                (
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    "database down",
+                )
+            }),
+        )
+        .route(
+            "/redirect",
+            get(|| async {
+                (
+                    axum::http::StatusCode::FOUND,
+                    [(axum::http::header::LOCATION, "http://127.0.0.1:1/elsewhere")],
+                )
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn http_tools_cap_the_body_report_errors_and_follow_no_redirect() {
+    let api = local_api().await;
+    let app = crate::helpers::spawn_app_with(&format!(
+        r#"
+[yaml_toolsets.api]
+type = "http"
+max_output_bytes = 1000
+[[yaml_toolsets.api.tools]]
+name = "api_get"
+description = "GET a path of the API"
+url = "{api}/{{{{ path }}}}"
+"#
+    ))
+    .await;
+    app.llm.push(Step::tools(vec![
+        ("big", "api_get", json!({"path": "big"})),
+        ("fail", "api_get", json!({"path": "fail"})),
+        ("redirect", "api_get", json!({"path": "redirect"})),
+        ("escape", "api_get", json!({"path": "../big"})),
+        ("dots", "api_get", json!({"path": ".."})),
+    ]));
+    app.llm.push(Step::text("done"));
+    let (status, body) = app.chat_json(&json!({"ask": "call the api"})).await;
+    assert_eq!(status, 200, "{body}");
+    let result = |id: &str| {
+        body["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["tool_call_id"] == id)
+            .unwrap()["result"]
+            .clone()
+    };
+    let big = result("big");
+    assert_eq!(big["status"], "success");
+    assert!(
+        big["data"]
+            .as_str()
+            .unwrap()
+            .ends_with("[response cut at 1000 bytes]"),
+        "{big}"
+    );
+    let fail = result("fail");
+    assert_eq!(fail["status"], "error");
+    assert!(
+        fail.to_string().contains("500") && fail.to_string().contains("database down"),
+        "{fail}"
+    );
+    let redirect = result("redirect");
+    assert_eq!(
+        redirect["status"], "error",
+        "a 302 is not followed: {redirect}"
+    );
+    // `..` is encoded into the one path segment: no route, a 404, not /big.
+    let escape = result("escape");
+    assert_eq!(escape["status"], "error", "{escape}");
+    assert!(escape.to_string().contains("404"), "{escape}");
+    let dots = result("dots");
+    assert!(
+        dots.to_string().contains("may not be `.` or `..`"),
+        "{dots}"
+    );
+}

@@ -129,6 +129,14 @@ pub fn render_url(template: &str, values: &BTreeMap<String, Value>) -> Result<St
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_formatter(|out, _state, value| {
         let text = as_text(value);
+        // URL parsers read `.`/`..` (also percent-encoded) as dot segments: a value could
+        // climb out of the path the template gave it.
+        if text == "." || text == ".." {
+            return Err(minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                "a value may not be `.` or `..`",
+            ));
+        }
         let encoded = percent_encoding::utf8_percent_encode(&text, URL_VALUE);
         write!(out, "{encoded}")
             .map_err(|e| minijinja::Error::new(minijinja::ErrorKind::WriteFailure, e.to_string()))
@@ -286,6 +294,18 @@ mod tests {
             url,
             "https://api.example/items/a%20b%2F..%2F%3Fx%3D1%23%40evil.example%3A80?name=a%20b%2F..%2F%3Fx%3D1%23%40evil.example%3A80"
         );
+    }
+
+    #[test]
+    fn dot_segments_are_refused() {
+        for dots in [".", ".."] {
+            let err = render_url(
+                "https://api.example/v1/items/{{ id }}",
+                &values(&[("id", dots)]),
+            )
+            .unwrap_err();
+            assert!(err.contains("may not be"), "{err}");
+        }
     }
 
     #[test]
