@@ -399,3 +399,38 @@ url = "{api}/{{{{ path }}}}"
         "{dots}"
     );
 }
+
+#[tokio::test]
+async fn a_server_side_conversation_waits_for_a_yaml_tool_approval() {
+    use crate::conversations_api::{create, frames_until, post, state_is};
+    let app = app_with(&["holmes/script_tools.yaml"]).await;
+    let dir = crate::helpers::tool_writable_dir("yaml-conversation");
+    app.llm.push(Step::tool(
+        "w",
+        "write_marker",
+        json!({"directory": dir.display().to_string()}),
+    ));
+    app.llm.push(Step::text("Written."));
+    let id = create(
+        &app,
+        json!({"initial_message": {"content": "write the marker"}}),
+    )
+    .await;
+    frames_until(&app, &id, None, state_is("waiting_for_confirmation")).await;
+    assert!(
+        !dir.join("approved-marker").exists(),
+        "nothing ran before the confirmation"
+    );
+    let (status, body) = post(
+        &app,
+        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
+        json!({"accept": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    frames_until(&app, &id, None, state_is("finished")).await;
+    assert!(
+        dir.join("approved-marker").exists(),
+        "the confirmed tool ran"
+    );
+}
