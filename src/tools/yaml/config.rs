@@ -48,6 +48,9 @@ pub struct YamlToolsetDef {
     pub tags: Vec<String>,
     #[serde(default)]
     pub installation_instructions: Option<String>,
+    /// As for tools: accepted, not applied.
+    #[serde(default)]
+    pub transformers: Option<serde_json::Value>,
 }
 
 fn enabled_by_default() -> bool {
@@ -104,6 +107,13 @@ pub struct YamlToolDef {
     /// HolmesGPT's line for people (the tool's one-liner shows the command instead).
     #[serde(default)]
     pub user_description: Option<String>,
+    /// A command the output is piped through (HolmesGPT's post-processing, e.g. `jq …`).
+    #[serde(default)]
+    pub additional_instructions: Option<String>,
+    /// HolmesGPT's output transformers (LLM summaries): accepted, not applied (a warning
+    /// says so); triage truncates large output instead.
+    #[serde(default)]
+    pub transformers: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -86,6 +86,13 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
         })
     });
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    if def.transformers.is_some() || def.tools.iter().any(|t| t.transformers.is_some()) {
+        tracing::warn!(
+            toolset = name,
+            "`transformers` (HolmesGPT's LLM summaries of tool output) are not applied: large \
+             output is truncated instead"
+        );
+    }
     for def_tool in &def.tools {
         let at = |key: &str| format!("toolset `{name}`, tool `{}`: {key}", def_tool.name);
         check_tool_name(&def_tool.name).map_err(|e| format!("toolset `{name}`: {e}"))?;
@@ -114,7 +121,12 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
                         "`url`, `method` and `headers` belong to `type: http` toolsets",
                     ));
                 }
-                let template = template::expand_env(source, lookup);
+                // HolmesGPT pipes the output through `additional_instructions`.
+                let source = match &def_tool.additional_instructions {
+                    Some(post) if !post.trim().is_empty() => format!("{{\n{source}\n}} | {post}"),
+                    _ => source.clone(),
+                };
+                let template = template::expand_env(&source, lookup);
                 let params = parameters(&template, def_tool).map_err(|e| at(&e))?;
                 let Some(runner) = &runner else {
                     continue;
@@ -132,7 +144,10 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
                 }));
             }
             ToolsetKind::Http => {
-                if def_tool.command.is_some() || def_tool.script.is_some() {
+                if def_tool.command.is_some()
+                    || def_tool.script.is_some()
+                    || def_tool.additional_instructions.is_some()
+                {
                     return Err(at(
                         "`command` and `script` belong to command toolsets, not `type: http`",
                     ));

@@ -109,6 +109,19 @@ async fn timeout_and_approval() {
 }
 
 #[tokio::test]
+async fn output_goes_through_additional_instructions() {
+    let ts = build(
+        "post:\n  tools:\n    - name: upper\n      command: printf '%s\\n' {{ word }} other\n      additional_instructions: tr a-z A-Z\n",
+    )
+    .await
+    .unwrap();
+    let out = tool(&ts[0], "upper")
+        .invoke(json!({"word": "ab; echo x"}), &ToolContext::default())
+        .await;
+    assert_eq!(out.data, "AB; ECHO X\nOTHER\n", "{out:?}");
+}
+
+#[tokio::test]
 async fn declared_parameters_and_bad_definitions() {
     let ts = build(
         "k:\n  tools:\n    - name: get\n      command: kubectl get {{ kind }}{% if ns %} -n {{ ns }}{% endif %}\n      parameters:\n        kind: {type: string, description: the kind}\n        ns: {required: false}\n",
