@@ -17,7 +17,7 @@ mod policy;
 #[cfg(test)]
 mod policy_tests;
 mod program_checks;
-mod run;
+pub(crate) mod run;
 #[cfg(test)]
 mod sandbox_tests;
 mod sensitive_paths;
