@@ -3,6 +3,7 @@
 
 pub mod bash;
 mod capped;
+mod catalog;
 pub mod internet;
 pub mod kubernetes;
 pub mod mcp;
@@ -11,7 +12,7 @@ mod todowrite;
 mod typed;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -23,6 +24,7 @@ use serde_json::value::RawValue;
 use crate::context::tokens::Tokenizer;
 use crate::wire::ToolCall;
 
+use catalog::Catalog;
 pub use todowrite::TodoWrite;
 pub use typed::{Typed, TypedTool, invalid_parameters_line};
 
@@ -179,36 +181,6 @@ pub struct ToolRegistry {
     sandbox: Option<crate::sandbox::Sandbox>,
 }
 
-/// The tools on offer at one moment.
-struct Catalog {
-    /// The MCP hub's generation it was built at (0: no hub).
-    generation: u64,
-    tools: Vec<Arc<dyn Tool>>,
-    definitions: Arc<RawValue>,
-    /// Tokens of `definitions` per encoding (O200k, Cl100k), counted on first use: loading an
-    /// encoding that no configured model uses would cost tens of MiB and start-up time.
-    tokens: [OnceLock<u32>; 2],
-}
-
-impl Catalog {
-    fn new(generation: u64, tools: Vec<Arc<dyn Tool>>) -> Catalog {
-        let defs: Vec<Value> = tools
-            .iter()
-            .map(|t| definition(t.name(), t.description(), t.parameters()))
-            .collect();
-        let text = serde_json::to_string(&defs).unwrap_or_else(|_| "[]".into());
-        let definitions = RawValue::from_string(text)
-            .map(Arc::from)
-            .unwrap_or_else(|_| Arc::from(RawValue::NULL.to_owned()));
-        Catalog {
-            generation,
-            tools,
-            definitions,
-            tokens: [OnceLock::new(), OnceLock::new()],
-        }
-    }
-}
-
 /// The always-on toolset: planning.
 pub fn core_toolset() -> Toolset {
     Toolset::enabled(
@@ -313,13 +285,6 @@ impl ToolRegistry {
         let catalog = self.current();
         *catalog.tokens[slot].get_or_init(|| tokenizer.count(catalog.definitions.get()))
     }
-}
-
-fn definition(name: &str, description: &str, parameters: &Value) -> Value {
-    serde_json::json!({
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters}
-    })
 }
 
 /// The outcome of one tool call: what the tool returned, how it was described, and the text

@@ -183,6 +183,10 @@ async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
         .to_owned();
     assert!(env.contains("marker-42"), "{env}");
     assert!(
+        env.contains("triage-sandbox-"),
+        "TMPDIR and HOME are the private directory: {env}"
+    );
+    assert!(
         !env.contains("CARGO_MANIFEST_DIR") && !env.contains("TRIAGE"),
         "{env}"
     );
@@ -203,12 +207,23 @@ async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
 }
 
 #[tokio::test]
-async fn a_killed_stdio_server_is_restarted() {
+async fn a_killed_stdio_server_is_restarted_and_reads_only_what_the_sandbox_allows() {
     let Some(entry) = everything() else { return };
+    // World-readable, but outside what the sandbox lets tools read: a server that can read it
+    // exits before it speaks, and never connects.
+    let secret = std::env::temp_dir().join(format!(
+        "triage-mcp-secret-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::write(&secret, "not for tools").unwrap();
+    let script = format!(
+        "cat {} >/dev/null 2>&1 && exit 3; exec node {entry} stdio",
+        secret.display()
+    );
     let app = spawn_app_with(&format!(
-        "{}{}",
+        "{}[mcp_servers.ev]\nconfig = {{ command = \"bash\", args = [\"-c\", {}] }}\n",
         sandbox_layer(),
-        stdio_server("ev", &entry, "")
+        serde_json::to_string(&script).unwrap()
     ))
     .await;
     let s = connected(&app, "ev", 1).await;
@@ -229,6 +244,7 @@ async fn a_killed_stdio_server_is_restarted() {
         "{}",
         results[0]
     );
+    let _ = std::fs::remove_file(&secret);
 }
 
 #[tokio::test]

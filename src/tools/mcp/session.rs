@@ -158,11 +158,20 @@ async fn run_once(
     }
 }
 
-/// Adds what a dead stdio server last said on stderr.
+/// Adds how a stdio server ended and what it last said on stderr.
 fn with_stderr(error: String, process: Option<&mut ServerProcess>) -> String {
-    match process.map(|p| p.stderr_tail()) {
-        Some(tail) if !tail.is_empty() => format!("{error}; stderr: {tail}"),
-        _ => error,
+    let Some(p) = process else {
+        return error;
+    };
+    let mut error = error;
+    if let Some(status) = p.exit_status()
+        && !error.contains("exited")
+    {
+        error.push_str(&format!("; the server process exited ({status})"));
+    }
+    match p.stderr_tail() {
+        tail if tail.is_empty() => error,
+        tail => format!("{error}; stderr: {tail}"),
     }
 }
 
