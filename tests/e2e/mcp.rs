@@ -126,6 +126,12 @@ async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
     let results = run_calls(
         &app,
         vec![
+            // First, and still the last to finish: calls share the session concurrently.
+            (
+                "slow",
+                "trigger-long-running-operation",
+                json!({"duration": 30, "steps": 3}),
+            ),
             ("echo", "echo", json!({"message": "hello mcp"})),
             ("sum", "get-sum", json!({"a": 2, "b": 40})),
             // The model is untrusted: a string where the schema wants a number, with shell
@@ -134,11 +140,6 @@ async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
                 "hostile",
                 "get-sum",
                 json!({"a": "1; rm -rf / $(id)", "b": 1}),
-            ),
-            (
-                "slow",
-                "trigger-long-running-operation",
-                json!({"duration": 30, "steps": 3}),
             ),
             ("env", "get-env", json!({})),
         ],
@@ -166,6 +167,11 @@ async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
     assert!(
         why.contains("invalid arguments") && why.contains("nothing was sent"),
         "{why}"
+    );
+    assert_eq!(
+        results.last().unwrap()["tool_call_id"],
+        "slow",
+        "{results:?}"
     );
     let slow = by_id(&results, "slow");
     assert_eq!(slow["result"]["status"], "error");
@@ -478,5 +484,45 @@ async fn unreachable_servers_are_reported_and_bad_config_is_named() {
     assert!(
         bad.to_string().contains("mcp_servers.x.config.command"),
         "{bad}"
+    );
+}
+
+#[tokio::test]
+async fn a_changed_tool_list_is_listed_again() {
+    let python = servers_dir().join(".venv/bin/python");
+    if !python.is_file() {
+        eprintln!(
+            "SKIPPED: tests/mcp/.venv is not installed: run .ci/mcp-servers (needs python3-venv)"
+        );
+        return;
+    }
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp");
+    let app = spawn_app_with(&format!(
+        "[sandbox]\nread_paths = [\"{}\", \"{}\"]\n[mcp_servers.dyn]\nconfig = {{ command = \"{}\", args = [\"{}\"] }}\n",
+        servers_dir().display(),
+        fixtures.display(),
+        python.display(),
+        fixtures.join("dynamic_server.py").display()
+    ))
+    .await;
+    let s = connected(&app, "dyn", 1).await;
+    assert_eq!(s["tools"], json!(["unlock"]), "{s}");
+    let results = run_calls(&app, vec![("u", "unlock", json!({}))]).await;
+    assert_eq!(results[0]["result"]["data"], "unlocked", "{}", results[0]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = server(&info(&app).await, "dyn").clone();
+        if s["tools"] == json!(["unlock", "unlocked_tool"]) {
+            assert_eq!(s["connections"], 1, "re-listed, not reconnected: {s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never re-listed: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let results = run_calls(&app, vec![("x", "unlocked_tool", json!({"word": "hi"}))]).await;
+    assert_eq!(
+        results[0]["result"]["data"], "unlocked says hi",
+        "{}",
+        results[0]
     );
 }
