@@ -324,7 +324,10 @@ struct HttpServer {
 }
 
 async fn http_server(entry: &str, transport: &str) -> HttpServer {
-    let port = free_port();
+    http_server_on(entry, transport, free_port()).await
+}
+
+async fn http_server_on(entry: &str, transport: &str, port: u16) -> HttpServer {
     let child = tokio::process::Command::new("node")
         .args([entry, transport])
         .env("PORT", port.to_string())
@@ -525,4 +528,37 @@ async fn a_changed_tool_list_is_listed_again() {
         "{}",
         results[0]
     );
+}
+
+#[tokio::test]
+async fn an_http_server_that_restarts_is_reconnected() {
+    let Some(entry) = everything() else { return };
+    for transport in ["sse", "streamableHttp"] {
+        let first = http_server(&entry, transport).await;
+        let port = first.port;
+        let (url, mode) = match transport {
+            "sse" => (format!("http://127.0.0.1:{port}/sse"), "sse"),
+            _ => (format!("http://127.0.0.1:{port}/mcp"), "streamable-http"),
+        };
+        let app = spawn_app_with(&format!(
+            "[mcp_servers.web]\nconfig = {{ url = \"{url}\", mode = \"{mode}\" }}\n"
+        ))
+        .await;
+        connected(&app, "web", 1).await;
+        drop(first);
+        // A call while it is down is an error result, not a hang.
+        let results = run_calls(&app, vec![("down", "echo", json!({"message": "x"}))]).await;
+        assert_eq!(results[0]["result"]["status"], "error", "{}", results[0]);
+        let _second = http_server_on(&entry, transport, port).await;
+        connected(&app, "web", 2).await;
+        let results = run_calls(&app, vec![("up", "echo", json!({"message": "again"}))]).await;
+        assert!(
+            results[0]["result"]["data"]
+                .as_str()
+                .unwrap()
+                .contains("again"),
+            "{transport}: {}",
+            results[0]
+        );
+    }
 }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -123,6 +124,8 @@ async fn run_once(
     }
     server.changed();
     tracing::info!(mcp_server = %server.name, tools = server.lock().tools.len(), "MCP server connected");
+    // A call that failed on the previous session must not end this one.
+    let _ = server.broken.notified().now_or_never();
     let waiting = session.waiting();
     tokio::pin!(waiting);
     let mut check = tokio::time::interval(CHECK_EVERY);
@@ -142,9 +145,8 @@ async fn run_once(
                 }
             }
             () = server.broken.notified() => {
-                if peer.is_transport_closed() {
-                    return with_stderr("the connection dropped".into(), process.as_mut());
-                }
+                let why = server.lock().last_error.clone().unwrap_or_default();
+                return with_stderr(format!("a call found the connection broken ({why})"), process.as_mut());
             }
             _ = check.tick() => {
                 if peer.is_transport_closed() {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::Value;
 
@@ -179,10 +180,16 @@ impl McpTool {
                 limit.as_secs()
             )),
             Ok(Err(e)) => {
-                if peer.is_transport_closed() {
+                let message = format!("MCP server '{server}': {e}");
+                // The connection, not the call, failed: the supervisor opens a new session.
+                if matches!(
+                    e,
+                    ServiceError::TransportSend(_) | ServiceError::TransportClosed
+                ) {
+                    self.server.lock().last_error = Some(message.clone());
                     self.server.broken.notify_one();
                 }
-                ToolOutput::error(format!("MCP server '{server}': {e}"))
+                ToolOutput::error(message)
             }
             Ok(Ok(result)) => render(result),
         }
