@@ -458,12 +458,20 @@ async fn mcp_server_time_over_stdio() {
 #[tokio::test]
 async fn unreachable_servers_are_reported_and_bad_config_is_named() {
     let port = free_port();
+    let started = Instant::now();
     let app = spawn_app_with(&format!(
         "[mcp_servers.down]\nconfig = {{ url = \"http://127.0.0.1:{port}\", mode = \"streamable-http\" }}\n\
          [mcp_servers.nokey]\nconfig = {{ url = \"http://127.0.0.1:{port}\", headers = {{ Authorization = \"Bearer ${{TRIAGE_TEST_UNSET_TOKEN}}\" }} }}\n\
-         [mcp_servers.off]\nenabled = false\nconfig = {{ command = \"true\" }}\n"
+         [mcp_servers.off]\nenabled = false\nconfig = {{ command = \"true\" }}\n\
+         [mcp_servers.mute]\nconfig = {{ command = \"sleep\", args = [\"60\"] }}\n"
     ))
     .await;
+    // A server that never answers holds start-up back for the short bound only.
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(15),
+        "start-up waited {waited:?}"
+    );
     let i = info(&app).await;
     assert_eq!(server(&i, "down")["status"], "disconnected", "{i}");
     assert!(server(&i, "down")["last_error"].is_string());
@@ -474,6 +482,7 @@ async fn unreachable_servers_are_reported_and_bad_config_is_named() {
             .unwrap()
             .contains("TRIAGE_TEST_UNSET_TOKEN")
     );
+    assert_eq!(server(&i, "mute")["status"], "connecting", "{i}");
     assert_eq!(server(&i, "off")["status"], "disabled");
 
     let bad = triage::config::Settings::from_toml(
@@ -501,15 +510,21 @@ async fn a_changed_tool_list_is_listed_again() {
     }
     let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp");
     let app = spawn_app_with(&format!(
-        "[sandbox]\nread_paths = [\"{}\", \"{}\"]\n[mcp_servers.dyn]\nconfig = {{ command = \"{}\", args = [\"{}\"] }}\n",
+        "[sandbox]\nread_paths = [\"{}\", \"{}\"]\n[mcp_servers.dyn]\nconfig = {{ command = \"{}\", args = [\"{}\"] }}\n\
+         [mcp_servers.empty]\nconfig = {{ command = \"{python}\", args = [\"-c\", \"from mcp.server.mcpserver import MCPServer; MCPServer('empty').run()\"] }}\n",
         servers_dir().display(),
         fixtures.display(),
         python.display(),
-        fixtures.join("dynamic_server.py").display()
+        fixtures.join("dynamic_server.py").display(),
+        python = python.display(),
     ))
     .await;
     let s = connected(&app, "dyn", 1).await;
     assert_eq!(s["tools"], json!(["unlock"]), "{s}");
+    // A server with no tools is connected and says so.
+    let empty = connected(&app, "empty", 1).await;
+    assert_eq!(empty["listed_tool_count"], 0, "{empty}");
+    assert_eq!(empty["last_error"], "the server lists no tools", "{empty}");
     let results = run_calls(&app, vec![("u", "unlock", json!({}))]).await;
     assert_eq!(results[0]["result"]["data"], "unlocked", "{}", results[0]);
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -561,4 +576,39 @@ async fn an_http_server_that_restarts_is_reconnected() {
             results[0]
         );
     }
+}
+
+#[tokio::test]
+async fn triage_check_reports_each_server() {
+    let Some(entry) = everything() else { return };
+    let llm = fake_llm::FakeLlm::start().await;
+    let config = crate::cli::config_for(
+        &llm,
+        &format!(
+            "{}{}[mcp_servers.gone]\nconfig = {{ command = \"/nonexistent/mcp-server\" }}\n",
+            sandbox_layer(),
+            stdio_server("everything", &entry, "")
+        ),
+    );
+    let out = crate::cli::triage(Some(&config), &["check"]).await;
+    let report = crate::cli::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    let line = |name: &str| {
+        report
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no line for {name}: {report}"))
+            .to_owned()
+    };
+    assert!(report.contains("mcp servers:"), "{report}");
+    let everything = line("everything");
+    assert!(
+        everything.contains("connected (stdio,") && everything.contains(" tools"),
+        "{everything}"
+    );
+    let gone = line("gone");
+    assert!(
+        gone.contains("disconnected") && gone.contains("cannot start /nonexistent/mcp-server"),
+        "{gone}"
+    );
 }
