@@ -99,6 +99,9 @@ fn by_id<'a>(results: &'a [Value], id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no result {id}"))
 }
 
+const HOSTILE_TEXT: &str =
+    "hello mcp $(id) `uname`; rm -rf / 'q' \"dq\" \\n {{ env.HOME }} ${HOME}";
+
 #[tokio::test]
 async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
     let Some(entry) = everything() else { return };
@@ -132,7 +135,8 @@ async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
                 "trigger-long-running-operation",
                 json!({"duration": 30, "steps": 3}),
             ),
-            ("echo", "echo", json!({"message": "hello mcp"})),
+            // Shell syntax in a string argument is data: it arrives as sent, run by nothing.
+            ("echo", "echo", json!({"message": HOSTILE_TEXT})),
             ("sum", "get-sum", json!({"a": 2, "b": 40})),
             // The model is untrusted: a string where the schema wants a number, with shell
             // syntax in it, is refused before anything reaches the server.
@@ -151,7 +155,7 @@ async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
         echo["result"]["data"]
             .as_str()
             .unwrap()
-            .contains("hello mcp"),
+            .contains(HOSTILE_TEXT),
         "{echo}"
     );
     assert_eq!(echo["toolset_name"], "everything", "{echo}");
@@ -197,6 +201,12 @@ async fn a_stdio_server_lists_and_answers_in_the_sandbox() {
         "{env}"
     );
 
+    // The server's description reaches the model with its toolset.
+    let prompt = app.system_prompt_sent(0);
+    assert!(
+        prompt.contains("`everything`") && prompt.contains("the everything test server"),
+        "{prompt}"
+    );
     // The session outlived the timed-out call: the next call works at once.
     let results = run_calls(
         &app,

@@ -202,10 +202,6 @@ impl McpHub {
         self.generation.load(Ordering::Acquire)
     }
 
-    pub fn servers(&self) -> impl Iterator<Item = (&str, &McpServerSettings)> {
-        self.servers.iter().map(|s| (s.name.as_str(), &s.settings))
-    }
-
     pub fn statuses(&self) -> Vec<McpServerStatus> {
         self.servers.iter().map(|s| s.status()).collect()
     }
