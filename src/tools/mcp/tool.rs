@@ -129,16 +129,6 @@ impl McpTool {
 
     async fn call(&self, params: Value, ctx: &ToolContext) -> ToolOutput {
         let server = &self.server.name;
-        if self.needs_approval && !ctx.user_approved {
-            return ToolOutput {
-                status: ToolStatus::ApprovalRequired,
-                error: Some(format!(
-                    "MCP server '{server}' requires approval for {}",
-                    self.listed.name
-                )),
-                ..ToolOutput::success("")
-            };
-        }
         let complaints: Vec<String> = self
             .listed
             .validator
@@ -155,6 +145,18 @@ impl McpTool {
                 self.name,
                 complaints.join("; ")
             ));
+        }
+        // Checked after the arguments: the user is never asked to approve a call that
+        // cannot run.
+        if self.needs_approval && !ctx.user_approved {
+            return ToolOutput {
+                status: ToolStatus::ApprovalRequired,
+                error: Some(format!(
+                    "MCP server '{server}' requires approval for {}",
+                    self.listed.name
+                )),
+                ..ToolOutput::success("")
+            };
         }
         let Value::Object(arguments) = params else {
             return ToolOutput::error("the arguments must be a JSON object");
@@ -368,5 +370,36 @@ mod tests {
         assert_eq!(names.len(), 3, "{rejected:?}");
         assert!(names.contains(&"array") && names.contains(&"broken"));
         assert!(!ok[0].validator.is_valid(&json!({"a": "1; rm -rf /"})));
+    }
+
+    #[tokio::test]
+    async fn arguments_are_checked_before_approval_and_before_any_session() {
+        let settings: super::super::McpServerSettings = serde_json::from_value(json!({
+            "config": {"command": "x"}, "requires_approval": true
+        }))
+        .expect("settings");
+        let schema =
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let (mut ok, _) = accept("srv", &settings, vec![listed("count", schema)]);
+        let server = Arc::new(Server {
+            name: "srv".into(),
+            settings,
+            state: std::sync::Mutex::new(Default::default()),
+            generation: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            broken: tokio::sync::Notify::new(),
+        });
+        let tool = McpTool::new("count".into(), server, ok.remove(0));
+        let ctx = ToolContext::default();
+        let out = tool.call(json!({"n": "1; $(reboot)"}), &ctx).await;
+        assert_eq!(out.status, ToolStatus::Error);
+        assert!(out.error.unwrap_or_default().contains("nothing was sent"));
+        let out = tool.call(json!({"n": 1}), &ctx).await;
+        assert_eq!(out.status, ToolStatus::ApprovalRequired);
+        let approved = ToolContext {
+            user_approved: true,
+            ..ToolContext::default()
+        };
+        let out = tool.call(json!({"n": 1}), &approved).await;
+        assert!(out.error.unwrap_or_default().contains("is not connected"));
     }
 }
