@@ -571,6 +571,13 @@ async fn an_http_server_that_restarts_is_reconnected() {
         .await;
         connected(&app, "web", 1).await;
         drop(first);
+        // Gone for certain before the call below.
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         // A call while it is down is an error result, not a hang.
         let results = run_calls(&app, vec![("down", "echo", json!({"message": "x"}))]).await;
         assert_eq!(results[0]["result"]["status"], "error", "{}", results[0]);
