@@ -75,6 +75,20 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
     for value in settings.toolsets.prometheus.headers.values() {
         secrets.extend(header_secrets(value));
     }
+    // MCP servers' headers and credential-like `env` entries, as sent (variables expanded).
+    let lookup = |k: &str| std::env::var(k).ok();
+    for server in settings.mcp_servers.values() {
+        let c = &server.config;
+        for value in c.headers.values() {
+            let value = crate::tools::mcp::config::expand_env(value, &lookup);
+            secrets.extend(value.iter().flat_map(|v| header_secrets(v)));
+        }
+        let env = c.env.iter().filter_map(|(k, v)| {
+            let value = crate::tools::mcp::config::expand_env(v, &lookup).ok()?;
+            Some((k.clone(), value))
+        });
+        secrets.extend(env_secrets(env));
+    }
     secrets.extend(env_secrets(std::env::vars()));
     secrets.extend(yaml_toolset_secrets(settings));
     for var in CREDENTIAL_FILE_ENV_VARS {
@@ -258,6 +272,20 @@ fn credentials_file_secrets(value: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_headers_and_credential_env_are_secrets() {
+        let settings = Settings::from_toml(
+            "[mcp_servers.a]\nconfig = { url = \"http://h\", headers = { Authorization = \"Bearer mcp-bearer-token-1\" } }\n\
+             [mcp_servers.b]\nconfig = { command = \"x\", env = { API_TOKEN = \"mcp-env-token-22\", TZ = \"Europe/Paris\" } }\n",
+        )
+        .expect("settings");
+        let models = ModelRegistry::from_settings(&settings).expect("models");
+        let secrets = known_secrets(&settings, &models);
+        assert!(secrets.iter().any(|s| s == "mcp-bearer-token-1"));
+        assert!(secrets.iter().any(|s| s == "mcp-env-token-22"));
+        assert!(!secrets.iter().any(|s| s == "Europe/Paris"));
+    }
 
     #[test]
     fn credential_variables_by_list_and_by_name() {

@@ -68,7 +68,21 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     }
     let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings))?;
     sandbox.log_summary();
-    let tools = load_tools(settings, &sandbox).await?.with_sandbox(sandbox);
+    let mut tools = load_tools(settings, &sandbox).await?;
+    let mut mcp_prompts = Vec::new();
+    if !settings.mcp_servers.is_empty() {
+        let started = Instant::now();
+        let hub = tools::mcp::McpHub::start(&settings.mcp_servers, &sandbox)?;
+        // Slow servers join when they are ready: start-up waits only briefly.
+        hub.wait_for_first_attempts(tools::mcp::STARTUP_WAIT).await;
+        for s in hub.statuses() {
+            tracing::info!(mcp_server = %s.name, status = ?s.status, tools = s.tool_count,
+                waited_ms = started.elapsed().as_millis() as u64, "MCP server at start-up");
+        }
+        mcp_prompts = hub.prompt_sections();
+        tools = tools.with_mcp(hub);
+    }
+    let tools = tools.with_sandbox(sandbox);
     let inputs = PromptInputs {
         cluster_name: settings.prompts.cluster_name.clone(),
         system_prompt_additions: settings.prompts.system_prompt_additions.clone(),
@@ -80,6 +94,11 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
                 name: t.name.clone(),
                 instructions: t.instructions.clone(),
             })
+            .chain(
+                mcp_prompts
+                    .into_iter()
+                    .map(|(name, instructions)| ToolsetPrompt { name, instructions }),
+            )
             .collect(),
         disabled_toolsets: tools
             .toolsets()

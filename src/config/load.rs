@@ -235,6 +235,9 @@ impl Settings {
             ));
         }
         crate::webhooks::config::validate(&self.webhooks).map_err(ConfigError::Invalid)?;
+        for (name, server) in &self.mcp_servers {
+            server.check(name).map_err(ConfigError::Invalid)?;
+        }
         for (key, entry) in &self.models {
             if entry.model.trim().is_empty() {
                 return Err(ConfigError::Invalid(format!(

@@ -37,6 +37,9 @@ pub struct Settings {
     pub toolsets: ToolsetSettings,
     #[serde(default)]
     pub sandbox: crate::sandbox::SandboxSettings,
+    /// MCP servers as toolsets, in HolmesGPT's `mcp_servers` shape.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, crate::tools::mcp::McpServerSettings>,
     #[serde(default)]
     pub conversations: ConversationSettings,
     /// Receivers of conversation updates (`[[webhooks]]`).

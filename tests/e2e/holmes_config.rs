@@ -133,13 +133,24 @@ fn unknown_keys_are_errors_naming_key_and_file() {
         err.contains("comand") && err.contains("HolmesGPT config"),
         "{err}"
     );
-    // mcp_servers reaches the settings layer unchanged, as `mcp_servers` (the MCP settings
-    // key of the mcp-6 branch; on this branch the key is unknown, and said so).
-    let err = load("mcp_servers:\n  docs:\n    description: d\n    config:\n      url: http://127.0.0.1:1/mcp\n      mode: streamable-http\n").unwrap_err();
-    assert!(
-        err.contains("mcp_servers") && err.contains(&config.display().to_string()),
-        "{err}"
-    );
+    // mcp_servers reaches triage's `mcp_servers` settings unchanged.
+    std::fs::write(
+        &config,
+        "mcp_servers:\n  docs:\n    description: the docs server\n    config:\n      url: http://127.0.0.1:1/mcp\n      mode: streamable-http\n",
+    )
+    .unwrap();
+    let files = HolmesFiles {
+        config: Some(config.clone()),
+        toolset_files: Vec::new(),
+    };
+    let s = Settings::from_holmes_and_toml(&files, &[]).expect("mcp_servers load");
+    let docs = &s.mcp_servers["docs"];
+    assert_eq!(docs.description, "the docs server");
+    assert_eq!(docs.config.url.as_deref(), Some("http://127.0.0.1:1/mcp"));
+    assert!(docs.config.mode.is_some());
+    // A typo inside an MCP server is named.
+    let err = load("mcp_servers:\n  docs:\n    config:\n      urll: http://x\n").unwrap_err();
+    assert!(err.contains("urll"), "{err}");
     // A toolset file takes toolsets, mcp_servers and mcpAddons only.
     let file = dir.join("toolsets.yaml");
     std::fs::write(&file, "toolset:\n  x: {}\n").unwrap();

@@ -35,6 +35,7 @@ mod fuzz;
 mod holmes_config;
 mod images;
 mod llm_failures;
+mod mcp;
 mod openapi;
 mod operations;
 mod policy_strace;
