@@ -100,6 +100,7 @@ impl Assembler {
                 .collect(),
             usage: self.usage,
             finish_reason: self.finish_reason,
+            fallback: None,
         }
     }
 }

@@ -2,12 +2,16 @@
 //! OpenAI-compatible provider and an in-process scripted one for tests of the agent.
 
 mod assemble;
+pub mod catalog;
 mod complete;
 pub mod entry_keys;
 mod error;
 mod event_limit;
+pub mod fallbacks;
 mod openai;
 mod openai_chunk;
+mod params;
+pub mod prefixes;
 pub mod probe;
 mod provider;
 pub mod registry;
