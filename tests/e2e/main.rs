@@ -34,6 +34,7 @@ mod frontend_tools;
 mod fuzz;
 mod images;
 mod llm_failures;
+mod model_providers;
 mod openapi;
 mod operations;
 mod policy_strace;
