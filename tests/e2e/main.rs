@@ -33,6 +33,7 @@ mod fake_llm_selftest;
 mod frontend_tools;
 mod fuzz;
 mod images;
+mod litellm_proxy;
 mod llm_failures;
 mod model_providers;
 mod openapi;
