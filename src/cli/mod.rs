@@ -464,7 +464,7 @@ impl Progress {
                     "model {} unavailable, answered by {}: {}",
                     terminal::clean_line(&f.requested_model),
                     terminal::clean_line(&f.model),
-                    terminal::clean_line(&first_line(&f.reason))
+                    terminal::clean_line(first_line(&f.reason))
                 ),
                 StreamEvent::ApprovalRequired(p) => return Outcome::Paused(*p),
                 StreamEvent::AnswerEnd(end) => {
