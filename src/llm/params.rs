@@ -155,10 +155,10 @@ mod tests {
         assert_eq!(o3.thinking, None, "OpenAI refuses `thinking`");
         assert!(o3.prices.is_some() && o3.context_window == 200_000);
         let proxy = model(toml, "proxy");
-        assert!(!proxy.uses_max_completion_tokens);
+        assert!(proxy.uses_max_completion_tokens);
         assert_eq!(proxy.thinking.as_ref().unwrap()["budget_tokens"], 512);
         assert_eq!(proxy.top_p, Some(0.9));
-        assert_eq!(proxy.temperature, Some(0.2));
+        assert_eq!(proxy.temperature, None);
     }
 
     #[test]

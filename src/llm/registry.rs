@@ -40,7 +40,7 @@ pub struct ModelConfig {
     pub top_p: Option<f64>,
     /// Sent only when configured: a default could exceed a small server's limit.
     pub max_tokens: Option<u32>,
-    /// OpenAI's o-series and gpt-5 on OpenAI or Azure: `max_tokens` goes out as
+    /// OpenAI's o-series and gpt-5 (`openai/`, `azure/` or bare ids): `max_tokens` goes out as
     /// `max_completion_tokens`, the only name they accept.
     pub uses_max_completion_tokens: bool,
     /// The entry's `reasoning_effort`, else REASONING_EFFORT.
@@ -392,9 +392,11 @@ fn resolve(
     };
     // OpenAI itself (and Azure OpenAI) refuse parameters they do not know; a proxy or another
     // provider takes `thinking`, as LiteLLM does.
-    let at_openai = provider == "azure"
-        || (matches!(provider.as_str(), "openai" | "") && endpoint.starts_with(&openai_base()));
-    let openai_reasoning = at_openai && super::params::is_openai_reasoning_model(name);
+    let at_openai = provider == "azure" || endpoint.starts_with(OPENAI_API_BASE);
+    // OpenAI's parameter names for its reasoning models, wherever they are served: proxies and
+    // OpenAI-compatible servers take `max_completion_tokens` too.
+    let openai_reasoning = matches!(provider.as_str(), "openai" | "" | "azure")
+        && super::params::is_openai_reasoning_model(name);
     let thinking = entry.extra.get("thinking").or(defaults.thinking.as_ref());
     if at_openai && entry.extra.contains_key("thinking") {
         tracing::warn!(

@@ -141,6 +141,25 @@ async fn model_list_keys_reach_the_request() {
     assert_eq!(app.llm.request_headers()[0]["x-team"], "sre");
 }
 
+#[tokio::test]
+async fn openai_reasoning_models_get_their_parameter_names() {
+    let app = spawn_app_with(
+        "[llm]\ntemperature = 0.3\n[models.fake]\nmodel = \"openai/o4-mini\"\nmax_tokens = 900\n",
+    )
+    .await;
+    app.llm.push(Step::text("ok"));
+    let (status, _) = app.chat_json(&ask(false)).await;
+    assert_eq!(status, 200);
+    let sent = &app.llm.requests()[0];
+    assert_eq!(sent["model"], "o4-mini");
+    assert_eq!(sent["max_completion_tokens"], 900, "{sent}");
+    assert!(sent.get("max_tokens").is_none(), "{sent}");
+    assert!(
+        sent.get("temperature").is_none(),
+        "o-series refuse a temperature: {sent}"
+    );
+}
+
 /// A HolmesGPT model list file in YAML, with the variables HolmesGPT reads for every model.
 fn model_list(llm: &FakeLlm, yaml: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!(
