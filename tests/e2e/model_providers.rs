@@ -295,6 +295,36 @@ async fn an_outage_moves_to_the_fallback_and_says_so() {
 }
 
 #[tokio::test]
+async fn no_connection_or_no_answer_in_time_moves_to_the_fallback() {
+    // A primary nobody listens on, then one that never sends its headers.
+    let closed = format!("http://127.0.0.1:{}/v1", crate::helpers::free_port());
+    for (primary, step) in [
+        (closed.as_str(), None),
+        ("{LLM}", Some(Step::HangBeforeHeaders)),
+    ] {
+        let app = spawn_app_with(&format!(
+            "[llm]\nretry_max_attempts = 1\nfirst_byte_timeout_secs = 0.5\n\
+             [models.fake]\napi_base = \"{primary}\"\nfallbacks = [\"backup\"]\n\
+             [models.backup]\nmodel = \"openai/backup-model\"\napi_base = \"{{LLM}}\"\n"
+        ))
+        .await;
+        if let Some(step) = step {
+            app.llm.push(step);
+        }
+        app.llm.push(Step::text("answered by the backup"));
+        let events = app.chat_sse(&ask(true)).await;
+        let frames = fallback_frames(&events);
+        assert_eq!(frames.len(), 1, "{primary}: {:?}", names(&events));
+        let reason = frames[0]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("cannot reach") || reason.contains("timed out"),
+            "{reason}"
+        );
+        assert_eq!(last(&events).data["analysis"], "answered by the backup");
+    }
+}
+
+#[tokio::test]
 async fn a_refusal_is_not_an_outage() {
     let app = spawn_app_with(FALLBACK).await;
     app.llm
