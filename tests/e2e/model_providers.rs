@@ -325,6 +325,31 @@ async fn no_connection_or_no_answer_in_time_moves_to_the_fallback() {
 }
 
 #[tokio::test]
+async fn a_conversation_on_the_server_logs_the_fallback() {
+    use crate::conversations_api::{create, frames_until, state_is};
+    let app = spawn_app_with(FALLBACK).await;
+    app.llm.push(Step::error(502, "bad gateway"));
+    app.llm.push(Step::error(502, "bad gateway"));
+    app.llm.push(Step::text("answered by the backup"));
+    let id = create(
+        &app,
+        json!({"initial_message": {"content": "Are my pods healthy?"}}),
+    )
+    .await;
+    let frames = frames_until(&app, &id, None, state_is("finished")).await;
+    let fallback = frames
+        .iter()
+        .find(|f| f.name == "model_fallback")
+        .unwrap_or_else(|| panic!("{:?}", frames.iter().map(|f| &f.name).collect::<Vec<_>>()));
+    assert_eq!(fallback.data["model"], "backup");
+    let answer = frames.iter().find(|f| f.name == "ai_answer_end").unwrap();
+    assert_eq!(
+        answer.data["metadata"]["model_fallbacks"][0]["requested_model"],
+        "fake"
+    );
+}
+
+#[tokio::test]
 async fn a_refusal_is_not_an_outage() {
     let app = spawn_app_with(FALLBACK).await;
     app.llm
