@@ -16,12 +16,15 @@
 //! - `waiting`: RSS per running conversation while its LLM call streams slowly (one piece a
 //!   second): N conversations created with a first message (`--waiting 1000,10000`), RSS delta
 //!   over a warmed server / N.
+//! - `webhooks`: a run's latency (create → `finished` read on its event stream, `--webhook-runs`
+//!   conversations one after another, default 200) with no webhook receiver, with one that is
+//!   down and with one that accepts and never answers: the outbox must not slow a run.
 //! - `many`: `--many 10000` conversations started at once against a slow LLM (a tool call
 //!   streamed over ~33 s, then an answer over ~4 s); all must finish. Wall time, counts, peak
 //!   conversations running and LLM calls in flight, peak RSS and descriptors.
 //!
 //! `cargo bench --bench conversations -- [--only PHASES] [--stored N,…] [--waiting N,…]
-//! [--many N] [--llm-slots N]`; `BENCH_TRIAGE_BIN=PATH` measures another build of the binary.
+//! [--many N] [--llm-slots N] [--webhook-runs N]`; `BENCH_TRIAGE_BIN=PATH` measures another build of the binary.
 //! Every loop is bounded in count and time; temp files are removed at the end. BENCHMARKS.md
 //! (session 5) has the figures.
 
@@ -59,6 +62,7 @@ struct Options {
     waiting: Vec<usize>,
     many: usize,
     llm_slots: usize,
+    webhook_runs: usize,
 }
 
 impl Options {
@@ -85,6 +89,9 @@ impl Options {
             llm_slots: value("--llm-slots")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(20_000),
+            webhook_runs: value("--webhook-runs")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(200),
         }
     }
 
@@ -310,7 +317,7 @@ async fn create_many(addr: SocketAddr, n: usize, tasks: usize) -> (usize, usize,
 /// would cap running conversations below `conversations.max_running`.
 static LLM_SLOTS: AtomicUsize = AtomicUsize::new(20_000);
 
-fn bench_toml(port: u16, llm: SocketAddr, db: &Path) -> String {
+fn bench_toml(port: u16, llm: SocketAddr, db: &Path, extra: &str) -> String {
     let slots = LLM_SLOTS.load(Ordering::Relaxed);
     format!(
         r#"
@@ -332,7 +339,7 @@ auto_title = false
 [models.fast]
 model = "openai/gpt-4.1"
 api_base = "http://{llm}/v1"
-"#,
+{extra}"#,
         db = db.display()
     )
 }
@@ -428,10 +435,15 @@ struct Started {
 
 /// Spawns `triage serve` on `db`; returns once `GET /readyz` answers 200 (polled every 1 ms).
 async fn spawn(llm: SocketAddr, db: &Path) -> Result<Started, String> {
+    spawn_with(llm, db, "").await
+}
+
+/// `spawn` with more TOML after the bench's settings.
+async fn spawn_with(llm: SocketAddr, db: &Path, extra: &str) -> Result<Started, String> {
     let port = free_port();
     let config = db.with_extension(format!("{port}.toml"));
     std::fs::File::create(&config)
-        .and_then(|mut f| f.write_all(bench_toml(port, llm, db).as_bytes()))
+        .and_then(|mut f| f.write_all(bench_toml(port, llm, db, extra).as_bytes()))
         .map_err(|e| format!("temp config: {e}"))?;
     let bin = binary();
     let t0 = Instant::now();
@@ -913,6 +925,121 @@ async fn first_frame(fake: &FakeLlm) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// webhooks: a run's latency with no receiver, a receiver that is down, one that hangs
+// ---------------------------------------------------------------------------------------------
+
+/// A receiver that accepts connections and never answers (the sockets are held open).
+async fn hanging_receiver() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    addr
+}
+
+/// Creates a conversation that runs at once (a tool call, then an answer) and returns the time
+/// from sending the POST to reading `finished` on its event stream.
+async fn one_run(addr: SocketAddr, conn: &mut Conn) -> Result<Duration, String> {
+    let t0 = Instant::now();
+    let (status, info) = conn
+        .call("POST", "/api/conversations", create_body(true))
+        .await?;
+    if status != StatusCode::CREATED {
+        return Err(format!("create: {status} {info}"));
+    }
+    let id = info["id"].as_str().ok_or("no id")?.to_owned();
+    // The stream replays from the store, so opening it after the run started misses nothing.
+    let mut stream = Conn::open(addr).await?;
+    let resp = stream
+        .send(
+            "GET",
+            &format!("/api/conversations/{id}/events/stream"),
+            Bytes::new(),
+        )
+        .await?;
+    let mut body = resp.into_body();
+    let mut seen = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("stream: {e}"))?;
+        if let Ok(data) = frame.into_data() {
+            seen.extend_from_slice(&data);
+            if memchr::memmem::find(&seen, br#""execution_status":"finished""#).is_some() {
+                return Ok(t0.elapsed());
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+        }
+    }
+    Err(format!("conversation {id} did not finish"))
+}
+
+async fn webhooks(fake: &FakeLlm, runs: usize) {
+    println!("\n## A run's latency and webhook receivers\n");
+    let down = free_port();
+    let hung = hanging_receiver().await;
+    let receiver = |name: &str, addr: String| {
+        format!(
+            "[[webhooks]]\nname = \"{name}\"\nbase_url = \"http://{addr}/hooks\"\n\
+             timeout_secs = 10\nflush_delay_secs = 0.05\n"
+        )
+    };
+    let setups = [
+        ("no receiver", String::new()),
+        (
+            "a receiver that is down (connection refused)",
+            receiver("down", format!("127.0.0.1:{down}")),
+        ),
+        (
+            "a receiver that accepts and never answers",
+            receiver("hung", hung.to_string()),
+        ),
+    ];
+    println!(
+        "{runs} conversations one after another per setup, each a tool call and an answer from \
+         the zero-latency fake LLM: time from `POST /api/conversations` (run) to reading \
+         `finished` on its event stream.\n"
+    );
+    println!("| receivers | p50 | p90 | p99 | max | CPU ms / run |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (what, extra) in setups {
+        let dir = TempDir::new("webhooks");
+        let server = spawn_with(fake.addr(), &dir.db(), &extra)
+            .await
+            .expect("a server");
+        let addr = server.child.addr;
+        let mut conn = Conn::open(addr).await.expect("connect");
+        // Warm-up: connections, caches, the receiver's first failures.
+        for _ in 0..10 {
+            let _ = one_run(addr, &mut conn).await;
+        }
+        let cpu0 = server.child.cpu_secs();
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            match one_run(addr, &mut conn).await {
+                Ok(t) => times.push(t.as_secs_f64() * 1e6),
+                Err(e) => println!("({what}: {e})"),
+            }
+        }
+        let cpu = (server.child.cpu_secs() - cpu0) * 1e3 / runs.max(1) as f64;
+        times.sort_by(|a, b| a.total_cmp(b));
+        println!(
+            "| {what} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {cpu:.2} |",
+            pct(&times, 50.0) / 1e3,
+            pct(&times, 90.0) / 1e3,
+            pct(&times, 99.0) / 1e3,
+            pct(&times, 100.0) / 1e3
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // many: thousands of conversations at once, all finishing
 // ---------------------------------------------------------------------------------------------
 
@@ -1048,6 +1175,11 @@ fn main() {
         if opts.runs("waiting") {
             let before = load();
             waiting(&fake, &mode, &opts).await;
+            println!("\n(load average before / after: {before} / {})", load());
+        }
+        if opts.runs("webhooks") {
+            let before = load();
+            webhooks(&fake, opts.webhook_runs).await;
             println!("\n(load average before / after: {before} / {})", load());
         }
         if opts.runs("many") {

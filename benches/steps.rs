@@ -61,8 +61,9 @@ impl Provider for ZeroLatency {
             prompt_tokens: 1000,
             completion_tokens: 20,
             total_tokens: 1020,
+            ..Usage::default()
         });
-        let fragments = if done < TOOL_STEPS && request.tools.is_some() {
+        let fragments = if done < TOOL_STEPS && request.offers_tools() {
             vec![
                 Ok(Fragment::ToolCall(ToolCallFragment {
                     index: Some(0),

@@ -13,7 +13,7 @@ use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
-use crate::llm::{Llm, ModelRegistry, OpenAiClient};
+use crate::llm::{AnthropicClient, Llm, ModelRegistry, OpenAiClient, Transport};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::stateless::{ApprovalSigner, StatelessChat};
@@ -98,9 +98,14 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
         settings.prompts.enabled.as_deref(),
         settings.prompts.dir.as_deref(),
     )?;
-    let openai = OpenAiClient::new(&settings.llm)?;
-    let timeouts = openai.timeouts();
-    let llm = Llm::new(Arc::new(openai), timeouts.request, timeouts.first_byte);
+    let transport = Transport::new(&settings.llm)?;
+    let timeouts = transport.timeouts();
+    let llm = Llm::new(
+        Arc::new(OpenAiClient::new(transport.clone())),
+        timeouts.request,
+        timeouts.first_byte,
+    )
+    .with_anthropic(Arc::new(AnthropicClient::new(transport)));
     let a = &settings.agent;
     let masker = SecretMasker::new(crate::credentials::known_secrets(settings, &models));
     Ok(Arc::new(Agent {

@@ -38,7 +38,9 @@ impl Agent {
         let request = CompletionRequest {
             model: &setup.model,
             messages: &messages,
-            tools: None,
+            // The history may hold tool calls: definitions go along, calls are forbidden.
+            tools: setup.tool_definitions.as_deref(),
+            allow_tool_calls: false,
             response_format: None,
         };
         let completion = self

@@ -278,6 +278,7 @@ impl Agent {
             model,
             messages,
             tools: None,
+            allow_tool_calls: false,
             response_format: None,
         };
         let mut last_error = CompactionError::EmptySummary;
@@ -290,6 +291,8 @@ impl Agent {
                         usage.prompt_tokens += u.prompt_tokens;
                         usage.completion_tokens += u.completion_tokens;
                         usage.total_tokens += u.total_tokens;
+                        usage.cache_read_input_tokens += u.cache_read_input_tokens;
+                        usage.cache_creation_input_tokens += u.cache_creation_input_tokens;
                     }
                     match c.content.filter(|t| !t.trim().is_empty()) {
                         Some(text) => return Ok(text),

@@ -38,6 +38,7 @@ impl Agent {
             model: &setup.model,
             messages: &messages,
             tools: None,
+            allow_tool_calls: false,
             response_format: None,
         };
         let completion = self

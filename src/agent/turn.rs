@@ -178,7 +178,10 @@ impl Agent {
         let request = CompletionRequest {
             model: &s.model,
             messages: live.conv.messages(),
-            tools: s.tool_definitions.as_deref().filter(|_| offer_tools),
+            // On the last step the definitions stay and calls are forbidden: a history with
+            // tool calls and no tools is refused by Anthropic and Bedrock (HolmesGPT #1142).
+            tools: s.tool_definitions.as_deref(),
+            allow_tool_calls: offer_tools,
             response_format: s.response_format.as_ref(),
         };
         let emit = live.emit.clone();
@@ -195,11 +198,12 @@ impl Agent {
             tracing::warn!(model = %s.model.key, error = %e, "LLM call failed");
             self.llm_failure(s, &e)
         })?;
-        let reply = Message::assistant(
+        let mut reply = Message::assistant(
             completion.content.clone(),
             completion.reasoning.clone(),
             completion.tool_calls.clone(),
         );
+        reply.set_thinking_blocks(completion.thinking_blocks.clone());
         let prompt = live.conv.total() + s.tools_tokens;
         // Priced as the model that answered.
         let answered_by = completion
@@ -298,7 +302,8 @@ impl Agent {
         let request = CompletionRequest {
             model: &s.model,
             messages: &messages,
-            tools: None,
+            tools: s.tool_definitions.as_deref(),
+            allow_tool_calls: false,
             response_format: s.response_format.as_ref(),
         };
         // The repaired answer arrives whole in the final event: no deltas.

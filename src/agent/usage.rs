@@ -7,6 +7,21 @@ use crate::context::conversation::Conversation;
 use crate::llm::ModelConfig;
 use crate::wire::response::{Costs, TokenBreakdown, Truncation, Usage};
 
+/// Cache reads cost a tenth of the input price and cache writes a quarter more, as Anthropic
+/// bills them (five-minute cache); only providers that report cached tokens are affected.
+const CACHE_READ_PRICE_FACTOR: f64 = 0.1;
+const CACHE_WRITE_PRICE_FACTOR: f64 = 1.25;
+
+/// The price of a call's input at `input` dollars a token, cached tokens at their rates.
+fn prompt_cost(usage: &Usage, input: f64) -> f64 {
+    let cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens;
+    let uncached = usage.prompt_tokens.saturating_sub(cached);
+    input
+        * (uncached as f64
+            + usage.cache_read_input_tokens as f64 * CACHE_READ_PRICE_FACTOR
+            + usage.cache_creation_input_tokens as f64 * CACHE_WRITE_PRICE_FACTOR)
+}
+
 /// Usage across the LLM calls of a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct UsageLedger {
@@ -38,13 +53,14 @@ impl UsageLedger {
         c.prompt_tokens += usage.prompt_tokens;
         c.completion_tokens += usage.completion_tokens;
         c.total_tokens += usage.total_tokens;
+        c.cache_read_input_tokens += usage.cache_read_input_tokens;
+        c.cache_creation_input_tokens += usage.cache_creation_input_tokens;
         c.max_prompt_tokens_per_call = c.max_prompt_tokens_per_call.max(usage.prompt_tokens);
         c.max_completion_tokens_per_call = c
             .max_completion_tokens_per_call
             .max(usage.completion_tokens);
         if let Some((input, output)) = model.prices {
-            c.total_cost +=
-                usage.prompt_tokens as f64 * input + usage.completion_tokens as f64 * output;
+            c.total_cost += prompt_cost(&usage, input) + usage.completion_tokens as f64 * output;
         }
     }
 
@@ -63,6 +79,7 @@ impl UsageLedger {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
                 total_tokens: prompt + completion,
+                ..Usage::default()
             }
         });
         self.record(usage, model);

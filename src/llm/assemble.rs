@@ -20,6 +20,8 @@ pub(crate) struct Assembler {
     content: String,
     reasoning: String,
     calls: Vec<PartialCall>,
+    thinking_blocks: Vec<serde_json::Value>,
+    thinking_extra_len: usize,
     finish_reason: Option<String>,
     usage: Option<Usage>,
 }
@@ -30,6 +32,15 @@ impl Assembler {
             Fragment::Text(t) => self.content.push_str(&t),
             Fragment::Reasoning(r) => self.reasoning.push_str(&r),
             Fragment::ToolCall(call) => self.push_call(call)?,
+            Fragment::ThinkingBlock(block) => {
+                // The text streamed as reasoning; signatures and redacted data count here.
+                self.thinking_extra_len += ["signature", "data"]
+                    .iter()
+                    .filter_map(|k| block.get(k).and_then(serde_json::Value::as_str))
+                    .map(str::len)
+                    .sum::<usize>();
+                self.thinking_blocks.push(block);
+            }
             Fragment::Usage(u) => self.usage = Some(u),
             Fragment::Finish(reason) => self.finish_reason = Some(reason),
         }
@@ -69,6 +80,7 @@ impl Assembler {
     pub fn output_len(&self) -> usize {
         self.content.len()
             + self.reasoning.len()
+            + self.thinking_extra_len
             + self
                 .calls
                 .iter()
@@ -98,6 +110,7 @@ impl Assembler {
                     ToolCall::new(id, c.name, c.arguments)
                 })
                 .collect(),
+            thinking_blocks: self.thinking_blocks,
             usage: self.usage,
             finish_reason: self.finish_reason,
             fallback: None,

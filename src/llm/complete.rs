@@ -10,11 +10,13 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::assemble::Assembler;
 use super::error::LlmError;
 use super::provider::{AnsweredByFallback, Completion, CompletionRequest, Fragment, Provider};
-use super::registry::ModelConfig;
+use super::registry::{Api, ModelConfig};
 
 /// The providers, chosen per model, and the bounds every call gets.
 pub struct Llm {
     openai: Arc<dyn Provider>,
+    /// The Messages API, for `anthropic/…` models.
+    anthropic: Option<Arc<dyn Provider>>,
     /// In-process scripted answers for models named `scripted/…` (tests of the agent).
     scripted: Option<Arc<dyn Provider>>,
     /// A whole call, retries included (llm.request_timeout_secs).
@@ -29,6 +31,7 @@ impl Llm {
     pub fn new(openai: Arc<dyn Provider>, request_timeout: Duration, slot_wait: Duration) -> Llm {
         Llm {
             openai,
+            anthropic: None,
             scripted: None,
             request_timeout,
             slot_wait,
@@ -40,10 +43,23 @@ impl Llm {
         self
     }
 
-    fn provider(&self, model: &ModelConfig) -> &dyn Provider {
-        match &self.scripted {
-            Some(scripted) if model.model_id.starts_with(SCRIPTED_PREFIX) => scripted.as_ref(),
-            _ => self.openai.as_ref(),
+    pub fn with_anthropic(mut self, provider: Arc<dyn Provider>) -> Llm {
+        self.anthropic = Some(provider);
+        self
+    }
+
+    fn provider(&self, model: &ModelConfig) -> Result<&dyn Provider, LlmError> {
+        match (&self.scripted, model.api) {
+            (Some(scripted), _) if model.model_id.starts_with(SCRIPTED_PREFIX) => {
+                Ok(scripted.as_ref())
+            }
+            (_, Api::OpenAiChat) => Ok(self.openai.as_ref()),
+            (_, Api::AnthropicMessages) => self.anthropic.as_deref().ok_or_else(|| {
+                LlmError::Protocol(format!(
+                    "model '{}' needs the Anthropic provider, which this process was built without",
+                    model.key
+                ))
+            }),
         }
     }
 
@@ -76,6 +92,7 @@ impl Llm {
                 model: fallback,
                 messages: request.messages,
                 tools: request.tools,
+                allow_tool_calls: request.allow_tool_calls,
                 response_format: request.response_format,
             };
             match self.complete_one(&moved, None, &mut on_text).await {
@@ -117,7 +134,7 @@ impl Llm {
             let cap_bytes = (model.max_output_tokens as usize)
                 .saturating_mul(8)
                 .max(64 * 1024);
-            let mut fragments = self.provider(model).stream(request);
+            let mut fragments = self.provider(model)?.stream(request);
             let mut answer = Assembler::default();
             while let Some(fragment) = fragments.next().await {
                 let fragment = fragment?;
@@ -158,8 +175,13 @@ fn record_metrics(model: &str, elapsed: Duration, result: &Result<Completion, Ll
             if let Some(u) = c.usage {
                 metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "prompt")
                     .increment(u.prompt_tokens);
-                metrics::counter!("triage_llm_tokens_total", "model" => model, "kind" => "completion")
+                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "completion")
                     .increment(u.completion_tokens);
+                // Of the prompt tokens, those read from and written to a prompt cache.
+                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "cache_read")
+                    .increment(u.cache_read_input_tokens);
+                metrics::counter!("triage_llm_tokens_total", "model" => model, "kind" => "cache_creation")
+                    .increment(u.cache_creation_input_tokens);
             }
         }
         Err(e) => {

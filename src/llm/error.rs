@@ -12,7 +12,8 @@ pub enum LlmError {
     #[error(
         "LLM provider rejected the credentials of model '{model}' (HTTP {status}): {message}. \
          Check that model's api_key (or the variable it falls back to: OPENAI_API_KEY, \
-         AZURE_API_KEY, or its provider prefix's key variable such as GROQ_API_KEY)"
+         ANTHROPIC_API_KEY, AZURE_API_KEY, or its provider prefix's key variable such as \
+         GROQ_API_KEY)"
     )]
     Auth {
         status: u16,
@@ -128,7 +129,10 @@ pub fn missing_v1_hint(endpoint: &str) -> String {
         .next()
         .unwrap_or(endpoint)
         .trim_end_matches("/chat/completions");
-    if base.ends_with("/v1") || endpoint.contains("/openai/deployments/") {
+    if base.ends_with("/v1")
+        || base.ends_with("/v1/messages")
+        || endpoint.contains("/openai/deployments/")
+    {
         String::new()
     } else {
         format!("; most OpenAI-compatible servers serve under /v1: try api_base = \"{base}/v1\"")

@@ -1,6 +1,7 @@
 //! The LLM side: the model registry, the provider seam (`Provider`, `Llm`), the
 //! OpenAI-compatible provider and an in-process scripted one for tests of the agent.
 
+pub mod anthropic;
 mod assemble;
 pub mod catalog;
 mod complete;
@@ -16,9 +17,12 @@ pub mod probe;
 mod provider;
 pub mod registry;
 pub mod scripted;
+mod transport;
 
+pub use anthropic::AnthropicClient;
 pub use complete::{Llm, SCRIPTED_PREFIX};
 pub use error::LlmError;
-pub use openai::{LlmTimeouts, OpenAiClient, RetryPolicy};
+pub use openai::OpenAiClient;
 pub use provider::{Completion, CompletionRequest, Fragment, Provider, ToolCallFragment};
 pub use registry::{ModelConfig, ModelLookupError, ModelRegistry};
+pub use transport::{LlmTimeouts, RetryPolicy, Transport};

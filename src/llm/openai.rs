@@ -2,61 +2,22 @@
 //! Every call streams (`stream:true` with usage), so an abandoned request stops at once and a
 //! stalled provider is noticed between chunks.
 
-use std::time::{Duration, Instant};
-
-use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
-use rand::Rng;
+use futures::stream::BoxStream;
 use serde::Serialize;
 use serde::ser::SerializeSeq;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use futures::stream::BoxStream;
-
 use super::error::LlmError;
-use super::event_limit::{BodyError, MAX_EVENT_BYTES, limit_events};
 use super::openai_chunk::Chunk;
 use super::provider::{CompletionRequest, Fragment, Provider};
-use super::registry::ModelConfig;
-use crate::config::LlmSettings;
+use super::transport::Transport;
 use crate::wire::Message;
 use crate::wire::message::ForLlm;
 
-#[derive(Debug, Clone, Copy)]
-pub struct LlmTimeouts {
-    pub request: Duration,
-    pub first_byte: Duration,
-    pub idle: Duration,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    pub max_attempts: u32,
-    pub base_delay: Duration,
-    pub max_delay: Duration,
-    pub max_elapsed: Duration,
-}
-
-impl RetryPolicy {
-    /// Exponential back-off with jitter in [d/2, d], so a burst of clients does not retry in
-    /// lock-step.
-    fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self
-            .base_delay
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
-            .min(self.max_delay);
-        let half = exp / 2;
-        half + exp
-            .saturating_sub(half)
-            .mul_f64(rand::rng().random::<f64>())
-    }
-}
-
 pub struct OpenAiClient {
-    http: reqwest::Client,
-    timeouts: LlmTimeouts,
-    retry: RetryPolicy,
+    transport: Transport,
 }
 
 #[derive(Serialize)]
@@ -105,77 +66,8 @@ impl Serialize for LlmMessages<'_> {
 }
 
 impl OpenAiClient {
-    pub fn new(settings: &LlmSettings) -> Result<OpenAiClient, reqwest::Error> {
-        let secs = Duration::from_secs_f64;
-        let http = reqwest::Client::builder()
-            .connect_timeout(secs(settings.connect_timeout_secs))
-            // Below the keep-alive of common servers (uvicorn, and so LiteLLM: 5 s; nginx:
-            // 75 s), so triage drops an idle connection before the server closes it under a
-            // request.
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .tcp_nodelay(true)
-            .build()?;
-        Ok(OpenAiClient {
-            http,
-            timeouts: LlmTimeouts {
-                request: secs(settings.request_timeout_secs),
-                first_byte: secs(settings.first_byte_timeout_secs),
-                idle: secs(settings.idle_timeout_secs),
-            },
-            retry: RetryPolicy {
-                max_attempts: settings.retry_max_attempts.max(1),
-                base_delay: Duration::from_millis(settings.retry_base_delay_ms),
-                max_delay: Duration::from_millis(settings.retry_max_delay_ms),
-                max_elapsed: secs(settings.retry_max_elapsed_secs),
-            },
-        })
-    }
-
-    pub fn timeouts(&self) -> LlmTimeouts {
-        self.timeouts
-    }
-
-    /// Sends the request, retrying while nothing has been received yet, and returns the
-    /// response whose body is the answer's event stream.
-    async fn open_with_retries(
-        &self,
-        req: &CompletionRequest<'_>,
-    ) -> Result<reqwest::Response, LlmError> {
-        let body = self.encode(req)?;
-        let started = Instant::now();
-        let mut attempt = 0;
-        let mut max_attempts = self.retry.max_attempts;
-        loop {
-            attempt += 1;
-            let err = match self.open(req.model, body.clone()).await {
-                Ok(response) => return Ok(response),
-                Err(Failure {
-                    error,
-                    retried_by_proxy,
-                }) => {
-                    if retried_by_proxy {
-                        // The proxy already retried this call upstream: our attempts would
-                        // multiply its own.
-                        max_attempts = max_attempts.min(PROXY_MAX_ATTEMPTS);
-                    }
-                    error
-                }
-            };
-            if !err.is_retryable() || attempt >= max_attempts {
-                return Err(err);
-            }
-            let delay = err
-                .retry_after()
-                .unwrap_or_else(|| self.retry.backoff(attempt));
-            if started.elapsed() + delay > self.retry.max_elapsed {
-                return Err(err);
-            }
-            tracing::warn!(
-                model = %req.model.key, attempt, delay_ms = delay.as_millis() as u64,
-                error = %err, "retrying LLM call"
-            );
-            tokio::time::sleep(delay).await;
-        }
+    pub fn new(transport: Transport) -> OpenAiClient {
+        OpenAiClient { transport }
     }
 
     fn encode(&self, req: &CompletionRequest<'_>) -> Result<bytes::Bytes, LlmError> {
@@ -185,7 +77,9 @@ impl OpenAiClient {
             model: &m.wire_model,
             messages: LlmMessages(req.messages),
             tools: req.tools,
-            tool_choice: req.tools.map(|_| "auto"),
+            tool_choice: req
+                .tools
+                .map(|_| if req.allow_tool_calls { "auto" } else { "none" }),
             stream: true,
             stream_options: StreamOptions {
                 include_usage: true,
@@ -209,94 +103,22 @@ impl OpenAiClient {
             .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))
     }
 
-    /// Sends the request and waits for the response headers. A pooled connection the server
-    /// closed as the request went out is retried at once, once: nothing reached the server.
-    async fn open(
-        &self,
-        model: &ModelConfig,
-        body: bytes::Bytes,
-    ) -> Result<reqwest::Response, Failure> {
-        let send = || {
-            model
-                .authorize(
-                    self.http
-                        .post(&model.endpoint)
-                        .header(reqwest::header::CONTENT_TYPE, "application/json")
-                        .header(reqwest::header::ACCEPT, "text/event-stream")
-                        .body(body.clone()),
-                )
-                .send()
-        };
-        let sent = async {
-            match send().await {
-                Err(e) if is_stale_connection(&e) => {
-                    tracing::debug!(error = %error_chain(&e), "pooled connection closed by the server: sending again");
-                    send().await
-                }
-                other => other,
-            }
-        };
-        let response = tokio::time::timeout(self.timeouts.first_byte, sent)
-            .await
-            .map_err(|_| {
-                Failure::from(LlmError::Timeout(format!(
-                    "no response headers within {} s (llm.first_byte_timeout_secs)",
-                    self.timeouts.first_byte.as_secs_f64()
-                )))
-            })?
-            .map_err(|e| {
-                Failure::from(LlmError::Connect {
-                    endpoint: model.endpoint.clone(),
-                    message: error_chain(&e),
-                })
-            })?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let retried_by_proxy = is_retrying_proxy(response.headers());
-        let retry_after = retry_after(response.headers());
-        let text = tokio::time::timeout(self.timeouts.idle, read_at_most(response, MAX_ERROR_BODY))
-            .await
-            .unwrap_or_default();
-        let error = LlmError::from_status(
-            status.as_u16(),
-            &text,
-            retry_after,
-            &model.key,
-            &model.endpoint,
-        );
-        Err(Failure {
-            error,
-            retried_by_proxy,
-        })
-    }
-
     fn fragments<'a>(
         &'a self,
         req: &'a CompletionRequest<'a>,
     ) -> BoxStream<'a, Result<Fragment, LlmError>> {
         Box::pin(async_stream::try_stream! {
             // The request body (the whole history) is freed once the answer starts.
-            let response = self.open_with_retries(req).await?;
-            let mut events = limit_events(response.bytes_stream(), MAX_EVENT_BYTES).eventsource();
+            let body = self.encode(req)?;
+            let model = req.model;
+            let response = self
+                .transport
+                .open_with_retries(model, || model.authorize(self.transport.post(model, body.clone())))
+                .await?;
+            let mut events = std::pin::pin!(self.transport.events(response));
             let (mut done, mut finished, mut any_output) = (false, false, false);
-            loop {
-                let next = tokio::time::timeout(self.timeouts.idle, events.next())
-                    .await
-                    .map_err(|_| {
-                        LlmError::Timeout(format!(
-                            "the stream stalled for {} s (llm.idle_timeout_secs)",
-                            self.timeouts.idle.as_secs_f64()
-                        ))
-                    })?;
-                let Some(event) = next else { break };
-                let event = event.map_err(|e| match e {
-                    EventStreamError::Transport(BodyError::EventTooLarge(max)) => LlmError::Oversized(
-                        format!("one streamed event exceeded {max} bytes without ending; the call was stopped"),
-                    ),
-                    e => LlmError::Protocol(format!("unreadable stream: {e}")),
-                })?;
+            while let Some(event) = events.next().await {
+                let event = event?;
                 let data = event.data.trim();
                 if data.is_empty() {
                     continue;
@@ -343,136 +165,5 @@ impl Provider for OpenAiClient {
         request: &'a CompletionRequest<'a>,
     ) -> BoxStream<'a, Result<Fragment, LlmError>> {
         self.fragments(request)
-    }
-}
-
-/// An error body is read up to this size: enough for any provider's message.
-const MAX_ERROR_BODY: usize = 64 * 1024;
-
-/// The start of a response body, at most `limit` bytes, as text.
-async fn read_at_most(response: reqwest::Response, limit: usize) -> String {
-    let mut body = Vec::new();
-    let mut chunks = response.bytes_stream();
-    while let Some(Ok(chunk)) = chunks.next().await {
-        let room = limit.saturating_sub(body.len());
-        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        if body.len() >= limit {
-            break;
-        }
-    }
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-/// Idle pooled connections are closed after this; below uvicorn's (LiteLLM's) 5 s keep-alive.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
-
-/// Attempts per call when the error came from a proxy that retries upstream itself (LiteLLM).
-const PROXY_MAX_ATTEMPTS: u32 = 2;
-
-/// A failed attempt, and whether a retrying proxy answered it.
-struct Failure {
-    error: LlmError,
-    retried_by_proxy: bool,
-}
-
-impl From<LlmError> for Failure {
-    fn from(error: LlmError) -> Failure {
-        Failure {
-            error,
-            retried_by_proxy: false,
-        }
-    }
-}
-
-/// LiteLLM marks its answers with `x-litellm-*` headers and forwards the provider's as
-/// `llm_provider-*`; it retries failed calls upstream before answering.
-fn is_retrying_proxy(headers: &reqwest::header::HeaderMap) -> bool {
-    headers.keys().any(|name| {
-        let name = name.as_str();
-        name.starts_with("x-litellm-") || name.starts_with("llm_provider-")
-    })
-}
-
-/// The server closed a pooled connection just as the request went out (it had timed the
-/// connection out): the request never reached it, so sending again is safe.
-fn is_stale_connection(e: &reqwest::Error) -> bool {
-    if e.is_connect() || e.is_timeout() {
-        return false;
-    }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(hyper) = s.downcast_ref::<hyper::Error>()
-            && (hyper.is_incomplete_message() || hyper.is_canceled())
-        {
-            return true;
-        }
-        if let Some(io) = s.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
-            )
-        {
-            return true;
-        }
-        source = s.source();
-    }
-    false
-}
-
-/// `Retry-After` in seconds (fractions allowed) or `retry-after-ms`, as the provider sent them
-/// or as LiteLLM forwards them (`llm_provider-retry-after`).
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
-    let seconds = |prefix: &str| {
-        get(&format!("{prefix}retry-after-ms"))
-            .map(|ms| ms / 1000.0)
-            .or_else(|| get(&format!("{prefix}retry-after")))
-    };
-    seconds("")
-        .or_else(|| seconds("llm_provider-"))
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s.min(3600.0)))
-}
-
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut msg = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    msg
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let p = RetryPolicy {
-            max_attempts: 5,
-            base_delay: Duration::from_millis(100),
-            max_delay: Duration::from_millis(300),
-            max_elapsed: Duration::from_secs(10),
-        };
-        let d1 = p.backoff(1);
-        assert!(d1 >= Duration::from_millis(50) && d1 <= Duration::from_millis(100));
-        let d5 = p.backoff(5);
-        assert!(d5 >= Duration::from_millis(150) && d5 <= Duration::from_millis(300));
-    }
-
-    #[test]
-    fn parses_retry_after() {
-        let mut h = reqwest::header::HeaderMap::new();
-        h.insert("retry-after", "2".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
-        h.insert("retry-after-ms", "150".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(150)));
-        let mut proxied = reqwest::header::HeaderMap::new();
-        proxied.insert("llm_provider-retry-after", "3".parse().unwrap());
-        assert_eq!(retry_after(&proxied), Some(Duration::from_secs(3)));
-        assert!(is_retrying_proxy(&proxied) && !is_retrying_proxy(&h));
     }
 }

@@ -111,6 +111,7 @@ impl Chunk {
                 total_tokens: u
                     .total_tokens
                     .unwrap_or(u.prompt_tokens + u.completion_tokens),
+                ..Usage::default()
             }));
         }
         Ok(out)

@@ -114,6 +114,12 @@ pub const PREFIXES: &[Prefix] = &[
         None,
         &["LM_STUDIO_API_KEY"],
     ),
+    prefix(
+        "litellm_proxy",
+        &["LITELLM_PROXY_API_BASE"],
+        None,
+        &["LITELLM_PROXY_API_KEY"],
+    ),
     prefix("openai_like", &[], None, &[]),
     prefix("llamacpp", &[], None, &[]),
 ];

@@ -30,7 +30,7 @@ impl Probe {
             Probe::Reachable => "reachable".into(),
             Probe::AuthRefused { status, message } => format!(
                 "auth refused (HTTP {status}: {message}): check the api_key of model '{}' \
-                 (or the variable it falls back to: OPENAI_API_KEY, AZURE_API_KEY)",
+                 (or the variable it falls back to: OPENAI_API_KEY, ANTHROPIC_API_KEY, AZURE_API_KEY)",
                 model.key
             ),
             Probe::NotFound { url, hint } => format!("not found: {url} answered 404{hint}"),
@@ -49,10 +49,11 @@ impl Probe {
     }
 }
 
-/// The chat-completions URL with its last two segments replaced by `models`.
+/// The chat-completions (or Anthropic messages) URL with its path end replaced by `models`.
 fn models_url(endpoint: &str) -> Option<String> {
     endpoint
         .strip_suffix("/chat/completions")
+        .or_else(|| endpoint.strip_suffix("/messages"))
         .map(|base| format!("{base}/models"))
 }
 
@@ -207,6 +208,10 @@ mod tests {
         assert_eq!(
             models_url("http://h/v1/chat/completions").as_deref(),
             Some("http://h/v1/models")
+        );
+        assert_eq!(
+            models_url("https://api.anthropic.com/v1/messages").as_deref(),
+            Some("https://api.anthropic.com/v1/models")
         );
     }
 }

@@ -13,9 +13,20 @@ use crate::wire::{Message, ToolCall};
 pub struct CompletionRequest<'a> {
     pub model: &'a ModelConfig,
     pub messages: &'a [Message],
-    /// OpenAI-format `tools` array; `None` withholds tools (the last step must answer).
+    /// OpenAI-format `tools` array. Sent whenever the history may hold tool calls, even when
+    /// calls are forbidden: Anthropic and Bedrock refuse tool blocks in a history without tool
+    /// definitions (HolmesGPT #1142).
     pub tools: Option<&'a RawValue>,
+    /// `false` forbids new calls (`tool_choice: none`): the last step of a turn must answer.
+    pub allow_tool_calls: bool,
     pub response_format: Option<&'a Value>,
+}
+
+impl CompletionRequest<'_> {
+    /// Tools the model may call now: defined and not forbidden.
+    pub fn offers_tools(&self) -> bool {
+        self.tools.is_some() && self.allow_tool_calls
+    }
 }
 
 /// One piece of a streamed completion.
@@ -24,6 +35,10 @@ pub enum Fragment {
     Text(String),
     Reasoning(String),
     ToolCall(ToolCallFragment),
+    /// A whole thinking block (Anthropic's `thinking` with its signature, or
+    /// `redacted_thinking`), kept in the history and sent back unchanged. Its text has already
+    /// streamed as `Reasoning`.
+    ThinkingBlock(Value),
     Usage(Usage),
     Finish(String),
 }
@@ -43,6 +58,8 @@ pub struct Completion {
     pub content: Option<String>,
     pub reasoning: Option<String>,
     pub tool_calls: Vec<ToolCall>,
+    /// Provider thinking blocks, in order, as `Message::thinking_blocks` carries them.
+    pub thinking_blocks: Vec<Value>,
     /// As reported by the provider; `None` when it sent no usage.
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,

@@ -24,11 +24,23 @@ pub enum Auth {
     Bearer(String),
     /// Azure OpenAI's `api-key` header.
     AzureKey(String),
+    /// Anthropic's `x-api-key` header (with `anthropic-version`).
+    AnthropicKey(String),
+}
+
+/// The wire protocol a model is spoken to in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI chat completions (OpenAI, Azure, every compatible server and proxy).
+    OpenAiChat,
+    /// Anthropic's Messages API (Anthropic, Azure AI Foundry's Anthropic endpoint).
+    AnthropicMessages,
 }
 
 #[derive(Debug)]
 pub struct ModelConfig {
     pub key: String,
+    pub api: Api,
     /// As configured, e.g. `openai/gpt-4.1`.
     pub model_id: String,
     /// The `model` field sent to the provider.
@@ -89,6 +101,9 @@ impl ModelConfig {
             Auth::None => builder,
             Auth::Bearer(key) => builder.bearer_auth(key),
             Auth::AzureKey(key) => builder.header("api-key", key),
+            Auth::AnthropicKey(key) => builder
+                .header("x-api-key", key)
+                .header("anthropic-version", super::anthropic::API_VERSION),
         };
         for (name, value) in &self.extra_headers {
             builder = builder.header(name, value);
@@ -296,7 +311,26 @@ fn resolve(
         .as_deref()
         .map(|b| b.trim_end_matches('/').to_owned());
     let env_key = |var: &str| std::env::var(var).ok().filter(|k| !k.is_empty());
+    let mut api = Api::OpenAiChat;
     let (endpoint, wire_model, auth) = match provider.as_str() {
+        "anthropic" => {
+            api = Api::AnthropicMessages;
+            let key = entry
+                .api_key
+                .clone()
+                .or_else(|| env_key(super::anthropic::KEY_VAR))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "anthropic/ models need api_key or {}",
+                        super::anthropic::KEY_VAR
+                    ))
+                })?;
+            (
+                super::anthropic::endpoint(api_base.as_deref()),
+                name.to_owned(),
+                Auth::AnthropicKey(key),
+            )
+        }
         "azure" => {
             let base = api_base.ok_or_else(|| {
                 invalid("azure/ models need api_base (https://<resource>.openai.azure.com)".into())
@@ -362,7 +396,19 @@ fn resolve(
             )
         }
     };
-    let known = super::catalog::lookup(id);
+    // The model table; an unknown Claude still gets the Messages API's safe output limit, as
+    // that API requires `max_tokens`.
+    let known = super::catalog::lookup(id).or_else(|| {
+        (api == Api::AnthropicMessages)
+            .then(|| super::anthropic::known_model(name))
+            .flatten()
+            .map(|(window, output)| super::catalog::KnownModel {
+                window,
+                output,
+                input: None,
+                price_out: None,
+            })
+    });
     let context_window = entry
         .custom_args
         .as_ref()
@@ -380,6 +426,18 @@ fn resolve(
         .max_output_tokens
         .or(entry.max_tokens)
         .unwrap_or_else(|| default_output_budget(context_window, known.map(|k| k.output)));
+    if api == Api::AnthropicMessages {
+        // The API requires max_tokens: the entry's, else the model's output budget. THINKING
+        // (HolmesGPT's default for every model) is checked as the entry's own would be.
+        let mut checked = entry.extra.clone();
+        if let Some(thinking) = &defaults.thinking {
+            checked
+                .entry("thinking".to_owned())
+                .or_insert_with(|| thinking.clone());
+        }
+        super::anthropic::check_entry(&checked, entry.max_tokens.unwrap_or(max_output_tokens))
+            .map_err(invalid)?;
+    }
     let extra_params = super::entry_keys::body_params(&entry.extra);
     let mut extra_headers = defaults.extra_headers.clone();
     extra_headers.extend(super::entry_keys::headers(&entry.extra));
@@ -412,12 +470,13 @@ fn resolve(
         .filter(|(k, _)| crate::credentials::is_credential_name(k) || k.contains("credentials"))
         .filter_map(|(_, v)| v.as_str().map(str::to_owned))
         .collect();
-    if let Auth::Bearer(k) | Auth::AzureKey(k) = &auth {
+    if let Auth::Bearer(k) | Auth::AzureKey(k) | Auth::AnthropicKey(k) = &auth {
         credentials.push(k.clone());
     }
     Ok(ModelConfig {
         credentials,
         key: key.to_owned(),
+        api,
         model_id: id.to_owned(),
         wire_model,
         endpoint,
@@ -531,7 +590,7 @@ mod tests {
 
     #[test]
     fn unsupported_provider_without_base_is_a_config_error() {
-        let s = settings("[models.c]\nmodel = \"anthropic/claude\"\n");
+        let s = settings("[models.c]\nmodel = \"vertex_ai/claude\"\n");
         let err = ModelRegistry::from_settings(&s).unwrap_err().to_string();
         assert!(
             err.contains("model 'c'") && err.contains("api_base"),

@@ -63,13 +63,14 @@ impl Provider for ScriptedProvider {
     ) -> BoxStream<'a, Result<Fragment, LlmError>> {
         lock(&self.seen).push(Seen {
             messages: request.messages.to_vec(),
-            tools_offered: request.tools.is_some(),
+            tools_offered: request.offers_tools(),
         });
         let reply = lock(&self.replies).pop_front();
         let usage = Fragment::Usage(Usage {
             prompt_tokens: 100,
             completion_tokens: 10,
             total_tokens: 110,
+            ..Usage::default()
         });
         let fragments: Vec<Result<Fragment, LlmError>> = match reply {
             None => vec![Err(LlmError::Protocol(

@@ -123,7 +123,29 @@ impl Message {
     pub fn tool_calls(&self) -> &[ToolCall] {
         self.tool_calls.as_deref().unwrap_or_default()
     }
+
+    /// Provider thinking blocks of an assistant message, under LiteLLM's key, so HolmesGPT
+    /// clients that send the history back keep them (Anthropic refuses a tool loop whose
+    /// thinking blocks were dropped or changed).
+    pub fn thinking_blocks(&self) -> &[Value] {
+        match self.extra.get(THINKING_BLOCKS) {
+            Some(Value::Array(blocks)) => blocks,
+            _ => &[],
+        }
+    }
+
+    pub fn set_thinking_blocks(&mut self, blocks: Vec<Value>) {
+        if blocks.is_empty() {
+            self.extra.remove(THINKING_BLOCKS);
+        } else {
+            self.extra
+                .insert(THINKING_BLOCKS.to_owned(), Value::Array(blocks));
+        }
+    }
 }
+
+/// LiteLLM's name for an assistant message's thinking blocks.
+pub const THINKING_BLOCKS: &str = "thinking_blocks";
 
 impl ToolCall {
     pub fn new(id: String, name: String, arguments: String) -> Self {

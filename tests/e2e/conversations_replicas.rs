@@ -27,7 +27,7 @@ fn config(llm: &FakeLlm, database: &str, port: u16) -> PathBuf {
         "[server]\nport = {port}\n\
          [toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n\
          [llm]\nretry_max_attempts = 1\n\
-         [conversations]\ndatabase_url = \"{database}\"\nlease_secs = 1.5\n\
+         [conversations]\ndatabase_url = \"{database}\"\nlease_secs = 1.5\nauto_title = false\n\
          [models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n",
         llm.base_url()
     );

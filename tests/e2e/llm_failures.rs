@@ -366,7 +366,7 @@ async fn finish_reason_without_done_is_accepted() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn max_steps_exceeded_is_an_error_and_tools_are_withheld_on_the_last_step() {
+async fn max_steps_exceeded_is_an_error_and_calls_are_forbidden_on_the_last_step() {
     let app = spawn_app_with("[agent]\nmax_steps = 2\n").await;
     app.llm
         .push(Step::tool("call_1", "TodoWrite", json!({"todos": []})));
@@ -392,8 +392,9 @@ async fn max_steps_exceeded_is_an_error_and_tools_are_withheld_on_the_last_step(
     let reqs = app.llm.requests();
     let tools = reqs[0]["tools"].as_array().expect("tools on step 1");
     assert!(!tools.is_empty());
-    assert!(reqs[1].get("tools").is_none(), "{}", reqs[1]);
-    assert!(reqs[1].get("tool_choice").is_none(), "{}", reqs[1]);
+    // The last step keeps the definitions (the history holds calls) and forbids calls.
+    assert_eq!(reqs[1]["tools"], reqs[0]["tools"], "{}", reqs[1]);
+    assert_eq!(reqs[1]["tool_choice"], "none", "{}", reqs[1]);
 }
 
 #[tokio::test]
@@ -533,4 +534,18 @@ async fn a_finished_stream_counts_no_cancellation() {
     assert_eq!(last(&events).data["analysis"], "all good");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(app.llm.cancellations(), 0);
+}
+
+#[tokio::test]
+async fn an_error_chunk_mid_stream_is_an_error_event() {
+    let app = spawn_app().await;
+    app.llm.push(Step::FailMidStream {
+        content: "Partial".into(),
+        kind: "server_error".into(),
+        message: "upstream went away".into(),
+    });
+    let events = app.chat_sse(&ask(true)).await;
+    let end = last(&events);
+    assert_eq!(end.name, "error", "{events:#?}");
+    assert!(description(&end.data).contains("upstream went away"));
 }

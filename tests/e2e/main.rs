@@ -39,6 +39,7 @@ mod model_providers;
 mod openapi;
 mod operations;
 mod policy_strace;
+mod provider_anthropic;
 mod readme;
 mod run_fixes;
 mod sandbox;

@@ -148,11 +148,12 @@ async fn the_step_budget_belongs_to_the_turn_not_to_each_resume() {
             "tool_decisions": [{"tool_call_id": "first", "approved": true}]}))
         .await;
     assert_eq!(events.last().unwrap().name, "ai_answer_end");
-    // The resumed call was the turn's second and last step: no tools offered, so approvals
-    // cannot stretch a turn past max_steps.
+    // The resumed call was the turn's second and last step: calls forbidden (the definitions
+    // stay, the history holds calls), so approvals cannot stretch a turn past max_steps.
     let requests = app.llm.requests();
-    assert!(requests[0].get("tools").is_some());
-    assert!(requests[1].get("tools").is_none(), "{}", requests[1]);
+    assert_eq!(requests[0]["tool_choice"], "auto");
+    assert!(requests[1].get("tools").is_some(), "{}", requests[1]);
+    assert_eq!(requests[1]["tool_choice"], "none", "{}", requests[1]);
 }
 
 #[tokio::test]

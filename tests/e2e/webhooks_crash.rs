@@ -168,7 +168,7 @@ async fn two_replicas_send_each_delivery_once() {
         let text = format!(
             "[server]\nport = {port}\n[toolsets.kubernetes]\nenabled = false\n\
              [toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n\
-             [conversations]\ndatabase_url = \"{database}\"\n\
+             [conversations]\ndatabase_url = \"{database}\"\nauto_title = false\n\
              [models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n{hooks}",
             llm.base_url()
         );

@@ -11,7 +11,13 @@
 //! concurrent runs). `GET /v1/models` answers the model list ([`FakeLlm::set_models`]).
 //! With a context window set ([`FakeLlm::set_context_window`]), a prompt that does not fit is
 //! refused as OpenAI refuses it (HTTP 400 `context_length_exceeded`), consuming no step.
+//!
+//! `POST /v1/messages` speaks Anthropic's Messages API from the same script: it refuses, as
+//! Anthropic does (HTTP 400 `invalid_request_error`), every request the real API refuses
+//! (headers, alternation, tool pairing, empty text, thinking signatures…), and answers in
+//! Anthropic's SSE events or message JSON (see `anthropic/`).
 
+mod anthropic;
 mod step;
 mod window;
 mod wire;
@@ -90,6 +96,7 @@ struct Inner {
     cancellations: AtomicUsize,
     in_flight: AtomicUsize,
     changed: tokio::sync::Notify,
+    anthropic: anthropic::AnthropicState,
 }
 
 impl Default for Inner {
@@ -101,6 +108,7 @@ impl Default for Inner {
             cancellations: AtomicUsize::default(),
             in_flight: AtomicUsize::default(),
             changed: tokio::sync::Notify::default(),
+            anthropic: anthropic::AnthropicState::default(),
         }
     }
 }
@@ -148,6 +156,7 @@ impl FakeLlm {
             .route("/v1/chat/completions", post(complete))
             .route("/chat/completions", post(complete))
             .route("/v1/models", get(list_models))
+            .route("/v1/messages", post(anthropic::messages))
             .layer(DefaultBodyLimit::disable())
             .with_state(inner.clone());
         let task = tokio::spawn(async move {

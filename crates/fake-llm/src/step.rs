@@ -52,6 +52,14 @@ pub enum Step {
     /// Send the content chunks of `content`, then end the body without a
     /// finish_reason chunk and without `data: [DONE]`.
     CutMidStream { content: String },
+    /// Send the content chunks of `content`, then an error inside the stream (OpenAI: a chunk
+    /// `{"error":{…}}`; Anthropic: an `error` event of type `kind`, e.g. `overloaded_error`).
+    /// Non-streaming requests get the error as an HTTP 500.
+    FailMidStream {
+        content: String,
+        kind: String,
+        message: String,
+    },
     /// `body` verbatim (status 200, text/event-stream): malformed streams, invalid UTF-8, or
     /// replies rendered once and served many times (the load benchmark).
     Raw { body: Bytes },

@@ -125,6 +125,10 @@ pub(super) async fn non_streaming(inner: Arc<Inner>, ctx: Ctx, step: Step) -> Re
             );
             resp
         }
+        Step::FailMidStream { kind, message, .. } => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &json!({"error": {"message": message, "type": kind}}),
+        ),
         Step::Drip {
             piece,
             times,

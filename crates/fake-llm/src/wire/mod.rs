@@ -2,7 +2,7 @@
 //! a JSON completion (`completion`), and the error bodies of both.
 
 mod completion;
-mod stream;
+pub(crate) mod stream;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -16,7 +16,7 @@ use crate::{CancelGuard, Inner, Step, Usage};
 
 /// Between two streamed chunks: a scheduler turn (so chunks reach the client separately), or
 /// the paced step's pause.
-async fn pace(pause: Duration) {
+pub(crate) async fn pace(pause: Duration) {
     if pause.is_zero() {
         tokio::task::yield_now().await;
     } else {
@@ -66,7 +66,7 @@ fn done_line() -> Bytes {
 
 /// Splits text into word deltas, keeping the whitespace attached so that the
 /// concatenation of the pieces equals the input.
-fn split_words(s: &str) -> Vec<String> {
+pub(crate) fn split_words(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut prev_ws = false;
@@ -103,7 +103,7 @@ fn split_n(s: &str, n: usize) -> Vec<String> {
 
 /// Splits tool-call arguments into at least 3 pieces (fewer only when the
 /// string has fewer chars), more for long arguments.
-fn split_args(s: &str) -> Vec<String> {
+pub(crate) fn split_args(s: &str) -> Vec<String> {
     let len = s.chars().count();
     if len == 0 {
         return Vec::new();
@@ -112,7 +112,7 @@ fn split_args(s: &str) -> Vec<String> {
     split_n(s, n)
 }
 
-fn sse_response<S>(stream: S) -> Response
+pub(crate) fn sse_response<S>(stream: S) -> Response
 where
     S: Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
 {
@@ -194,6 +194,14 @@ pub(super) fn streaming(inner: Arc<Inner>, ctx: Ctx, step: Step, pause: Duration
                     yield Ok(ctx.chunk(json!({"content": piece}), None));
                 }
                 guard.finish();
+            }
+            Step::FailMidStream { content, kind, message } => {
+                for piece in split_words(&content) {
+                    pace(pause).await;
+                    yield Ok(ctx.chunk(json!({"content": piece}), None));
+                }
+                guard.finish();
+                yield Ok(sse(&json!({"error": {"message": message, "type": kind}})));
             }
             Step::Slow { content, chunks, interval } => {
                 for piece in split_n(&content, chunks) {
