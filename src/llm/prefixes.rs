@@ -195,6 +195,13 @@ mod tests {
         );
         let err = find("hosted_vllm").unwrap().endpoint(None).unwrap_err();
         assert!(err.contains("HOSTED_VLLM_API_BASE"), "{err}");
+        assert_eq!(
+            find("litellm_proxy")
+                .unwrap()
+                .endpoint(Some("http://litellm:4000"))
+                .unwrap(),
+            "http://litellm:4000/chat/completions"
+        );
         assert_eq!(find("groq").unwrap().key(Some("k")), Some("k".into()));
     }
 

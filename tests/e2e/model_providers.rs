@@ -406,3 +406,48 @@ async fn the_model_table_sets_the_window_that_drives_compaction() {
             > 0.0
     );
 }
+
+#[tokio::test]
+async fn holmesgpt_thinking_reaches_claude_too() {
+    let llm = FakeLlm::start().await;
+    llm.push(Step::text("thought it through"));
+    let list = model_list(
+        &llm,
+        "claude:\n  model: anthropic/claude-sonnet-4-5\n  api_base: \"{LLM}\"\n  api_key: sk-ant-test\n",
+    );
+    let out = triage_env(
+        &[
+            ("MODEL_LIST_FILE_LOCATION", list.to_str().unwrap()),
+            ("THINKING", r#"{"type": "enabled", "budget_tokens": 3000}"#),
+            ("TEMPERATURE", "0"),
+        ],
+        &["ask", "--json", "hi"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sent = &llm.requests()[0];
+    assert_eq!(
+        sent["thinking"],
+        json!({"type": "enabled", "budget_tokens": 3000})
+    );
+    assert!(
+        sent.get("temperature").is_none(),
+        "not with thinking: {sent}"
+    );
+    // A THINKING budget the model's max_tokens cannot hold stops start-up, as an entry's would.
+    let out = triage_env(
+        &[
+            ("MODEL_LIST_FILE_LOCATION", list.to_str().unwrap()),
+            ("THINKING", r#"{"type": "enabled", "budget_tokens": 100}"#),
+        ],
+        &["models"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("budget_tokens"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _ = std::fs::remove_file(list);
+}
