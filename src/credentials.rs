@@ -76,6 +76,7 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
         secrets.extend(header_secrets(value));
     }
     secrets.extend(env_secrets(std::env::vars()));
+    secrets.extend(yaml_toolset_secrets(settings));
     for var in CREDENTIAL_FILE_ENV_VARS {
         if let Ok(value) = std::env::var(var) {
             secrets.extend(credentials_file_secrets(&value));
@@ -187,6 +188,25 @@ fn env_secrets(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
     })
     .map(|(_, value)| value)
     .collect()
+}
+
+/// YAML toolsets' header values (`${VAR}` resolved) and their `env` entries named like
+/// credentials.
+fn yaml_toolset_secrets(settings: &Settings) -> Vec<String> {
+    let lookup = |var: &str| std::env::var(var).ok();
+    let expand = |v: &str| crate::tools::yaml::expand_env(v, &lookup);
+    let mut out = Vec::new();
+    for toolset in settings.yaml_toolsets.values() {
+        for tool in &toolset.tools {
+            for value in tool.headers.values() {
+                out.extend(header_secrets(&expand(value)));
+            }
+        }
+        out.extend(env_secrets(
+            toolset.env.iter().map(|(k, v)| (k.clone(), expand(v))),
+        ));
+    }
+    out
 }
 
 fn looks_like_a_secret(value: &str) -> bool {

@@ -229,6 +229,7 @@ fn triage_files(settings: &Settings) -> Vec<std::path::PathBuf> {
             .map(std::path::PathBuf::from),
     )
     .chain(credential_files)
+    .chain(settings.holmes.files.iter().cloned())
     .map(|file| std::path::absolute(&file).unwrap_or(file))
     .collect()
 }
@@ -272,13 +273,33 @@ async fn load_tools(settings: &Settings, sandbox: &Sandbox) -> Result<ToolRegist
         tools::kubernetes::toolset(&cfg.kubernetes, sandbox),
         tools::prometheus::toolset(&cfg.prometheus, &http),
     );
-    let toolsets = vec![
+    let mut toolsets = vec![
         tools::core_toolset(),
         tools::bash::toolset(&bash_settings(settings), sandbox),
         kubernetes,
         prometheus,
         tools::internet::toolset(&cfg.internet, &http),
     ];
+    toolsets.extend(tools::skills::toolset(&settings.skills));
+    let lookup = |var: &str| std::env::var(var).ok();
+    let shared = tools::yaml::Shared {
+        sandbox,
+        memory_limit_mb: cfg.bash.memory_limit_mb,
+        lookup: &lookup,
+    };
+    let yaml = tools::yaml::toolsets(&settings.yaml_toolsets, &shared)
+        .await
+        .map_err(|e| ConfigError::Invalid(format!("yaml_toolsets: {e}")))?;
+    toolsets.extend(yaml);
+    // Asked for in HolmesGPT's files, not available here: reported like any other toolset.
+    toolsets.extend(
+        settings
+            .holmes
+            .unavailable
+            .iter()
+            .map(|(name, reason)| tools::Toolset::unavailable(name, reason.clone())),
+    );
+    check_unique_names(&toolsets)?;
     for t in &toolsets {
         match &t.status {
             ToolsetStatus::Enabled => {
@@ -293,6 +314,36 @@ async fn load_tools(settings: &Settings, sandbox: &Sandbox) -> Result<ToolRegist
         }
     }
     Ok(ToolRegistry::new(toolsets))
+}
+
+/// Two toolsets with one name, or two enabled tools with one name, would make calls
+/// ambiguous: refused at start-up, naming them.
+fn check_unique_names(toolsets: &[tools::Toolset]) -> Result<(), StartupError> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut tool_names = std::collections::BTreeMap::new();
+    for t in toolsets {
+        if !names.insert(t.name.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "two toolsets are named `{}`: rename the custom one",
+                t.name
+            ))
+            .into());
+        }
+        if t.status != ToolsetStatus::Enabled {
+            continue;
+        }
+        for tool in &t.tools {
+            if let Some(other) = tool_names.insert(tool.name().to_owned(), t.name.clone()) {
+                return Err(ConfigError::Invalid(format!(
+                    "toolsets `{other}` and `{}` both have a tool named `{}`",
+                    t.name,
+                    tool.name()
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Tools run as triage's user, and a process may read its own user's `/proc/PID/environ` and

@@ -6,9 +6,13 @@
 //! HolmesGPT's variables.
 
 mod env;
+mod holmes;
+mod holmes_toolsets;
 mod load;
 
 pub use env::{CLI_ONLY_VARS, HOLMES_ENV};
+pub use holmes::{HolmesFiles, HolmesReport};
+pub use holmes_toolsets::BUILTIN_EQUIVALENTS;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -38,6 +42,13 @@ pub struct Settings {
     /// Receivers of conversation updates (`[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<crate::webhooks::WebhookSettings>,
+    /// Custom toolsets in HolmesGPT's YAML format (`[yaml_toolsets.<name>]`; HolmesGPT's
+    /// config files add theirs).
+    #[serde(default)]
+    pub yaml_toolsets: BTreeMap<String, crate::tools::yaml::YamlToolsetDef>,
+    /// `SKILL.md` directories (HolmesGPT's `custom_skill_paths`).
+    #[serde(default)]
+    pub skills: crate::tools::skills::SkillSettings,
     #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
     /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
@@ -53,6 +64,9 @@ pub struct Settings {
     /// commands may not name it.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
+    /// HolmesGPT's config files read, and what they asked for that triage does not have.
+    #[serde(skip)]
+    pub holmes: HolmesReport,
     /// `[models.*]` keys in the order the config file lists them (the map above is sorted).
     #[serde(skip)]
     pub model_order: Vec<String>,

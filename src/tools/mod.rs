@@ -6,8 +6,10 @@ mod capped;
 pub mod internet;
 pub mod kubernetes;
 pub mod prometheus;
+pub mod skills;
 mod todowrite;
 mod typed;
+pub mod yaml;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
