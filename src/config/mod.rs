@@ -310,6 +310,10 @@ pub struct ModelEntry {
     pub input_cost_per_token: Option<f64>,
     #[serde(default)]
     pub output_cost_per_token: Option<f64>,
+    /// Model keys tried in order when this model's provider is out (5xx, 529, no connection,
+    /// timeout before any output).
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

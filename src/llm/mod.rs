@@ -3,12 +3,16 @@
 
 pub mod anthropic;
 mod assemble;
+pub mod catalog;
 mod complete;
 pub mod entry_keys;
 mod error;
 mod event_limit;
+pub mod fallbacks;
 mod openai;
 mod openai_chunk;
+mod params;
+pub mod prefixes;
 pub mod probe;
 mod provider;
 pub mod registry;
