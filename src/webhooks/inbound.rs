@@ -134,6 +134,9 @@ impl Inbound {
             return Err(Refused::BadToken);
         };
         let key = &req.event.event_key;
+        // Refused before it is kept: an early event is answered 202 long before it applies.
+        let data = req.event.data.as_ref();
+        wanted_ids(data.and_then(|d| d.get("tool_call_ids")))?;
         if let Some(kept) = store.inbound_duplicate(id, &hash, key).await? {
             return Ok((200, answer_of(&kept)));
         }
@@ -254,10 +257,7 @@ impl Inbound {
         Ok(
             match (req.state_name.as_str(), req.event.event_key.as_str()) {
                 (WAITING, key @ ("approval_granted" | "approval_denied")) => {
-                    let wanted: Option<Vec<&str>> = data
-                        .get("tool_call_ids")
-                        .and_then(Value::as_array)
-                        .map(|ids| ids.iter().filter_map(Value::as_str).collect());
+                    let wanted = wanted_ids(data.get("tool_call_ids"))?;
                     let info = self.conversations.info(req.conversation_id).await?;
                     let decisions: Vec<ToolDecision> = info
                         .pending_actions
@@ -462,6 +462,22 @@ fn verified(presented: Option<&str>, state: &ReplyState) -> Option<String> {
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0;
     same.then_some(hash)
+}
+
+/// `data.tool_call_ids`: absent or null is every pending call; anything but a list of strings
+/// is refused, since reading it as "no list" would approve calls the sender did not name.
+fn wanted_ids(ids: Option<&Value>) -> Result<Option<Vec<&str>>, ConversationError> {
+    let refused =
+        || ConversationError::BadInput("`data.tool_call_ids` is a list of tool call ids".into());
+    match ids {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .map(|id| id.as_str().ok_or_else(refused))
+            .collect::<Result<_, _>>()
+            .map(Some),
+        Some(_) => Err(refused()),
+    }
 }
 
 fn to_value(answer: &WebhookAnswer) -> Value {

@@ -1,0 +1,70 @@
+//! A hostile client and a hostile model against server-side conversations and inbound
+//! webhooks: each test is an attack that once worked.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, json_body, tool_writable_dir};
+use crate::webhook_receiver::Receiver;
+use crate::webhooks_in::{answer, app_with, token_of, wait_status};
+use crate::webhooks_out::SECRET;
+use fake_llm::Step;
+
+async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
+    let resp = app.post_raw(path, body.to_string()).await;
+    let status = resp.status().as_u16();
+    (status, json_body(resp).await)
+}
+
+/// A malformed `data.tool_call_ids` (a string, numbers) once read as "no list": the event
+/// approved every pending call, where the sender meant one (and the others denied).
+#[tokio::test]
+async fn a_malformed_tool_call_id_list_approves_nothing() {
+    let receiver = Receiver::up(SECRET).await;
+    let app = app_with(&receiver, None).await;
+    let dir = tool_writable_dir("attack-tool-call-ids");
+    let (wanted, other) = (dir.join("wanted"), dir.join("other"));
+    app.llm.push(Step::tools(vec![
+        (
+            "call_wanted",
+            "bash",
+            json!({"command": format!("touch {}", wanted.display())}),
+        ),
+        (
+            "call_other",
+            "bash",
+            json!({"command": format!("touch {}", other.display())}),
+        ),
+    ]));
+    app.llm.push(Step::text("Done."));
+    let (status, created) = post(
+        &app,
+        "/api/conversations",
+        json!({"initial_message": {"content": "restart both"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    wait_status(&app, &id, "waiting_for_confirmation").await;
+    let token = token_of(&receiver, &id, "waiting_for_confirmation", 0).await;
+    let state = "waiting_for_confirmation";
+    for ids in [
+        json!("call_wanted"),
+        json!([7]),
+        json!({"call_wanted": true}),
+    ] {
+        let event = json!({"event_key": "approval_granted", "data": {"tool_call_ids": ids}});
+        let (status, body) = answer(&app, &id, state, &token, event).await;
+        assert_eq!(status, 400, "{ids}: {body}");
+    }
+    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(info["execution_status"], state, "nothing was decided");
+    assert!(!wanted.exists() && !other.exists());
+    // The well-formed list still works: the one approved, the other denied.
+    let event =
+        json!({"event_key": "approval_granted", "data": {"tool_call_ids": ["call_wanted"]}});
+    let (status, body) = answer(&app, &id, state, &token, event).await;
+    assert_eq!(status, 200, "{body}");
+    wait_status(&app, &id, "finished").await;
+    assert!(wanted.exists(), "the approved call ran");
+    assert!(!other.exists(), "the call not listed did not run");
+}
