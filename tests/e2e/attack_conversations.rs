@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, json_body, tool_writable_dir};
+use crate::helpers::{TestApp, json_body, spawn_app, tool_writable_dir};
 use crate::webhook_receiver::Receiver;
 use crate::webhooks_in::{answer, app_with, token_of, wait_status};
 use crate::webhooks_out::SECRET;
@@ -67,4 +67,47 @@ async fn a_malformed_tool_call_id_list_approves_nothing() {
     wait_status(&app, &id, "finished").await;
     assert!(wanted.exists(), "the approved call ran");
     assert!(!other.exists(), "the call not listed did not run");
+}
+
+/// The model names the conversation with terminal escapes, NULs and bidi overrides: a title
+/// is shown in terminals and UIs, so it keeps only printable text.
+#[tokio::test]
+async fn a_hostile_generated_title_is_inert() {
+    let app = spawn_app().await;
+    app.llm.push(Step::text("Checked."));
+    let (status, created) = post(
+        &app,
+        "/api/conversations",
+        json!({"initial_message": {"content": "why does checkout restart?"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    crate::webhooks_in::wait_status(&app, &id, "finished").await;
+    let hostile = format!(
+        "\u{1b}[2J\u{1b}]0;pwned\u{7}Checkout\u{0}\u{202e}restarts\u{8}\u{7f} {}",
+        "x".repeat(100_000)
+    );
+    app.llm.push(Step::text(&hostile));
+    let (status, body) = post(
+        &app,
+        &format!("/api/conversations/{id}/generate_title"),
+        json!({"max_length": 200}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let title = body["title"].as_str().unwrap().to_owned();
+    assert!(title.chars().count() <= 200, "{title}");
+    assert!(
+        !title
+            .chars()
+            .any(|c| c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c)),
+        "{title:?}"
+    );
+    assert!(
+        title.starts_with("[2J]0;pwnedCheckoutrestarts x"),
+        "{title:?}"
+    );
+    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(info["title"], title.as_str());
 }
