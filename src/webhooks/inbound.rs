@@ -30,7 +30,7 @@ pub const WAITING: &str = "waiting_for_confirmation";
 pub const PAUSED: &str = "paused";
 const RUNNING: &str = "running";
 
-/// Failed token attempts per conversation and window before every attempt is refused.
+/// Failed token attempts per conversation and window before further wrong ones get 429.
 const MAX_FAILURES: u32 = 10;
 const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Conversations whose failures are tracked at once (the oldest are forgotten).
@@ -126,10 +126,12 @@ impl Inbound {
         let id = req.conversation_id;
         let store = self.conversations.store();
         let state = store.reply_state(id).await?.ok_or(Refused::NotFound)?;
-        if let Some(wait) = self.throttled(id) {
-            return Err(Refused::Throttled(wait));
-        }
+        // Only wrong tokens are throttled: refusing the live one too would let anyone who
+        // knows the conversation id keep its approvals out with ten guesses a minute.
         let Some(hash) = verified(req.token.as_deref(), &state) else {
+            if let Some(wait) = self.throttled(id) {
+                return Err(Refused::Throttled(wait));
+            }
             self.failed(id);
             return Err(Refused::BadToken);
         };

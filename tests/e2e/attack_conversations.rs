@@ -111,3 +111,41 @@ async fn a_hostile_generated_title_is_inert() {
     let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(info["title"], title.as_str());
 }
+
+/// Anyone who knows a conversation's id sent ten wrong tokens a minute: the limit then
+/// refused every attempt, the approver's live token included, so the run never went on.
+#[tokio::test]
+async fn guessing_does_not_lock_out_the_live_token() {
+    let receiver = Receiver::up(SECRET).await;
+    let app = app_with(&receiver, None).await;
+    let dir = tool_writable_dir("attack-lockout");
+    let file = dir.join("approved");
+    app.llm.push(Step::tool(
+        "risky",
+        "bash",
+        json!({"command": format!("touch {}", file.display())}),
+    ));
+    app.llm.push(Step::text("Done."));
+    let (status, created) = post(
+        &app,
+        "/api/conversations",
+        json!({"initial_message": {"content": "restart it"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let state = "waiting_for_confirmation";
+    wait_status(&app, &id, state).await;
+    let token = token_of(&receiver, &id, state, 0).await;
+    let approve = json!({"event_key": "approval_granted"});
+    for n in 0..12 {
+        let (status, _) = answer(&app, &id, state, &format!("guess-{n}"), approve.clone()).await;
+        assert!(status == 401 || status == 429, "guess {n}: {status}");
+    }
+    let (status, _) = answer(&app, &id, state, "guess-more", approve.clone()).await;
+    assert_eq!(status, 429, "wrong tokens are throttled");
+    let (status, body) = answer(&app, &id, state, &token, approve).await;
+    assert_eq!(status, 200, "the live token is taken: {body}");
+    wait_status(&app, &id, "finished").await;
+    assert!(file.exists());
+}
