@@ -135,6 +135,7 @@ impl Conversations {
     ) -> Result<ConversationInfo, ConversationError> {
         let tags = req.tags.unwrap_or_default();
         check_tags(&tags)?;
+        check_title(req.title.as_deref())?;
         let policy = req.confirmation_policy.unwrap_or_default();
         let run = RunConfig {
             model: req.model,
@@ -248,6 +249,7 @@ impl Conversations {
         if let Some(tags) = &req.tags {
             check_tags(tags)?;
         }
+        check_title(req.title.as_deref())?;
         // Title and tags have a statement of their own: a run's end, on any replica, never
         // writes them back.
         let updated = self
@@ -293,6 +295,17 @@ impl Conversations {
             .get(&id)
             .cloned()
     }
+}
+
+/// A title is one line of printable text: terminals and UIs show it, and PostgreSQL refuses
+/// a NUL in it (a 500 otherwise).
+fn check_title(title: Option<&str>) -> Result<(), ConversationError> {
+    if title.is_some_and(|t| t.chars().any(char::is_control)) {
+        return Err(ConversationError::BadInput(
+            "title: control characters (newlines, escapes, NUL) are not allowed".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), ConversationError> {

@@ -149,3 +149,97 @@ async fn guessing_does_not_lock_out_the_live_token() {
     wait_status(&app, &id, "finished").await;
     assert!(file.exists());
 }
+
+/// Twenty senders race the same and opposite answers: one decision applies (one result for
+/// the call), and every answer is a clear status.
+#[tokio::test]
+async fn racing_answers_apply_once() {
+    let receiver = Receiver::up(SECRET).await;
+    let app = app_with(&receiver, None).await;
+    let dir = tool_writable_dir("attack-race");
+    let file = dir.join("decided");
+    app.llm.push(Step::tool(
+        "risky",
+        "bash",
+        json!({"command": format!("touch {}", file.display())}),
+    ));
+    app.llm.push(Step::text("Done."));
+    let (_, created) = post(
+        &app,
+        "/api/conversations",
+        json!({"initial_message": {"content": "restart it"}}),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let state = "waiting_for_confirmation";
+    wait_status(&app, &id, state).await;
+    let token = token_of(&receiver, &id, state, 0).await;
+    let sends = (0..20).map(|n| {
+        let key = if n % 2 == 0 {
+            "approval_granted"
+        } else {
+            "approval_denied"
+        };
+        answer(&app, &id, state, &token, json!({"event_key": key}))
+    });
+    let answers = futures::future::join_all(sends).await;
+    for (status, body) in &answers {
+        assert!([200, 409].contains(status), "{status}: {body}");
+    }
+    wait_status(&app, &id, "finished").await;
+    let (_, results) = app
+        .get_json(&format!(
+            "/api/conversations/{id}/events/search?kind=tool_calling_result"
+        ))
+        .await;
+    let decided = results["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["result"]["status"] != "approval_required")
+        .count();
+    assert_eq!(decided, 1, "{results}");
+}
+
+/// A client names a conversation with a NUL (PostgreSQL refused the write: a 500) or terminal
+/// escapes (shown as is to whoever lists conversations): refused on create, PATCH and fork.
+#[tokio::test]
+async fn a_title_with_control_characters_is_refused() {
+    hostile_titles(&spawn_app().await).await;
+}
+
+#[tokio::test]
+async fn a_title_with_control_characters_is_refused_on_postgres() {
+    let Some(database) = crate::webhooks_out::fresh_database().await else {
+        return;
+    };
+    let config = format!("[conversations]\ndatabase_url = \"{database}\"\n");
+    hostile_titles(&crate::helpers::spawn_app_with(&config).await).await;
+}
+
+async fn hostile_titles(app: &TestApp) {
+    let (status, created) = post(app, "/api/conversations", json!({"title": "fine"})).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    for title in ["a\u{0}b", "\u{1b}]0;pwned\u{7}", "two\nlines"] {
+        let body = json!({"title": title});
+        let (status, answer) = post(app, "/api/conversations", body.clone()).await;
+        assert_eq!(status, 400, "create {title:?}: {answer}");
+        let resp = app
+            .client
+            .patch(app.url(&format!("/api/conversations/{id}")))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "PATCH {title:?}");
+        let path = format!("/api/conversations/{id}/fork");
+        let (status, answer) = post(app, &path, body).await;
+        assert_eq!(status, 400, "fork {title:?}: {answer}");
+    }
+    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(info["title"], "fine");
+    let (_, page) = app.get_json("/api/conversations/search").await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1, "{page}");
+}
