@@ -56,6 +56,10 @@ async fn a_malformed_tool_call_id_list_approves_nothing() {
         let (status, body) = answer(&app, &id, state, &token, event).await;
         assert_eq!(status, 400, "{ids}: {body}");
     }
+    // A NUL in the key: PostgreSQL refused it where the key is kept (a 500).
+    let event = json!({"event_key": "approval_granted\u{0}"});
+    let (status, body) = answer(&app, &id, state, &token, event).await;
+    assert_eq!(status, 422, "{body}");
     let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(info["execution_status"], state, "nothing was decided");
     assert!(!wanted.exists() && !other.exists());
@@ -242,4 +246,40 @@ async fn hostile_titles(app: &TestApp) {
     assert_eq!(info["title"], "fine");
     let (_, page) = app.get_json("/api/conversations/search").await;
     assert_eq!(page["items"].as_array().unwrap().len(), 1, "{page}");
+}
+
+/// `%00` in a filter (`status`, `kind`, `body`, `receiver`): PostgreSQL refused the query and
+/// the client got a 500 with the database's message.
+#[tokio::test]
+async fn a_nul_in_a_query_is_refused() {
+    nul_queries(&spawn_app().await).await;
+}
+
+#[tokio::test]
+async fn a_nul_in_a_query_is_refused_on_postgres() {
+    let Some(database) = crate::webhooks_out::fresh_database().await else {
+        return;
+    };
+    let config = format!("[conversations]\ndatabase_url = \"{database}\"\n");
+    nul_queries(&crate::helpers::spawn_app_with(&config).await).await;
+}
+
+async fn nul_queries(app: &TestApp) {
+    let (_, created) = post(app, "/api/conversations", json!({})).await;
+    let id = created["id"].as_str().unwrap();
+    for path in [
+        "/api/webhooks/deliveries?receiver=a%00b".to_owned(),
+        "/api/conversations/search?status=a%00b".to_owned(),
+        "/api/conversations/count?status=a%00b".to_owned(),
+        format!("/api/conversations/{id}/events/search?kind=a%00b"),
+        format!("/api/conversations/{id}/events/search?body=a%00b"),
+    ] {
+        let (status, body) = app.get_json(&path).await;
+        assert_eq!(status, 422, "{path}: {body}");
+        assert!(!body.to_string().contains("database"), "{body}");
+    }
+    let (status, _) = app
+        .get_json(&format!("/api/conversations/{id}/events/search?kind=a%01b"))
+        .await;
+    assert_eq!(status, 200, "only NUL is refused");
 }
