@@ -297,12 +297,12 @@ impl Conversations {
     }
 }
 
-/// A title is one line of printable text: terminals and UIs show it, and PostgreSQL refuses
-/// a NUL in it (a 500 otherwise).
+/// PostgreSQL refuses a NUL in text (a 500 otherwise). Other control characters are kept:
+/// what shows a title neutralises them (the CLI does).
 fn check_title(title: Option<&str>) -> Result<(), ConversationError> {
-    if title.is_some_and(|t| t.chars().any(char::is_control)) {
+    if title.is_some_and(|t| t.contains('\0')) {
         return Err(ConversationError::BadInput(
-            "title: control characters (newlines, escapes, NUL) are not allowed".into(),
+            "title: NUL characters are not allowed".into(),
         ));
     }
     Ok(())

@@ -205,15 +205,15 @@ async fn racing_answers_apply_once() {
     assert_eq!(decided, 1, "{results}");
 }
 
-/// A client names a conversation with a NUL (PostgreSQL refused the write: a 500) or terminal
-/// escapes (shown as is to whoever lists conversations): refused on create, PATCH and fork.
+/// A client names a conversation with a NUL: PostgreSQL refused the write (a 500 with the
+/// database's message). Refused on create, PATCH and fork, on every store.
 #[tokio::test]
-async fn a_title_with_control_characters_is_refused() {
+async fn a_title_with_nul_is_refused() {
     hostile_titles(&spawn_app().await).await;
 }
 
 #[tokio::test]
-async fn a_title_with_control_characters_is_refused_on_postgres() {
+async fn a_title_with_nul_is_refused_on_postgres() {
     let Some(database) = crate::webhooks_out::fresh_database().await else {
         return;
     };
@@ -225,7 +225,7 @@ async fn hostile_titles(app: &TestApp) {
     let (status, created) = post(app, "/api/conversations", json!({"title": "fine"})).await;
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
-    for title in ["a\u{0}b", "\u{1b}]0;pwned\u{7}", "two\nlines"] {
+    for title in ["a\u{0}b", "\u{0}"] {
         let body = json!({"title": title});
         let (status, answer) = post(app, "/api/conversations", body.clone()).await;
         assert_eq!(status, 400, "create {title:?}: {answer}");
