@@ -71,7 +71,12 @@ fn clean_title(answer: &str, max_chars: usize) -> String {
         .strip_prefix("Title:")
         .or_else(|| line.strip_prefix("title:"))
         .unwrap_or(line);
-    let words: Vec<&str> = line.split_whitespace().collect();
+    // Shown in terminals and UIs: no escape sequences, NULs or text-direction overrides.
+    let printable: String = line
+        .chars()
+        .filter(|&c| c.is_whitespace() || !(c.is_control() || is_bidi_control(c)))
+        .collect();
+    let words: Vec<&str> = printable.split_whitespace().collect();
     let joined = words.join(" ");
     let quotes: &[char] = &['"', '\'', '`', '*', '“', '”', '«', '»'];
     let title = joined.trim_matches(quotes).trim().trim_end_matches('.');
@@ -84,6 +89,10 @@ fn clean_title(answer: &str, max_chars: usize) -> String {
         Some(space) if space * 2 >= cut.len() => cut[..space].trim_end().to_owned(),
         _ => cut.trim_end().to_owned(),
     }
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 #[cfg(test)]

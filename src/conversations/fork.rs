@@ -8,7 +8,9 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::api::{ConversationInfo, ForkConversation, Stats};
-use super::{ConversationError, Conversations, check_tags, events, from_json, stats_of, to_json};
+use super::{
+    ConversationError, Conversations, check_tags, check_title, events, from_json, stats_of, to_json,
+};
 use crate::agent::{RunState, missing_results};
 use crate::store::{ConversationRow, EventQuery, NewEvent, StoreError};
 use crate::wire::Message;
@@ -25,6 +27,7 @@ impl Conversations {
         if let Some(tags) = &req.tags {
             check_tags(tags)?;
         }
+        check_title(req.title.as_deref())?;
         let src = self.row(source).await?;
         let upto = req.from_event_id.unwrap_or(src.last_event_id);
         if upto > src.last_event_id {

@@ -135,6 +135,7 @@ impl Conversations {
     ) -> Result<ConversationInfo, ConversationError> {
         let tags = req.tags.unwrap_or_default();
         check_tags(&tags)?;
+        check_title(req.title.as_deref())?;
         let policy = req.confirmation_policy.unwrap_or_default();
         let run = RunConfig {
             model: req.model,
@@ -248,6 +249,7 @@ impl Conversations {
         if let Some(tags) = &req.tags {
             check_tags(tags)?;
         }
+        check_title(req.title.as_deref())?;
         // Title and tags have a statement of their own: a run's end, on any replica, never
         // writes them back.
         let updated = self
@@ -293,6 +295,17 @@ impl Conversations {
             .get(&id)
             .cloned()
     }
+}
+
+/// PostgreSQL refuses a NUL in text (a 500 otherwise). Other control characters are kept:
+/// what shows a title neutralises them (the CLI does).
+fn check_title(title: Option<&str>) -> Result<(), ConversationError> {
+    if title.is_some_and(|t| t.contains('\0')) {
+        return Err(ConversationError::BadInput(
+            "title: NUL characters are not allowed".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), ConversationError> {

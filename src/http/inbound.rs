@@ -67,6 +67,14 @@ pub async fn receive(
         Ok(event) => event,
         Err(e) => return e.into_response(),
     };
+    // Kept and looked up as text: PostgreSQL refuses a NUL there (a 500 otherwise).
+    if event.event_key.chars().any(char::is_control) {
+        return ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "event_key: control characters are not allowed",
+        )
+        .into_response();
+    }
     let request = Request {
         conversation_id,
         state_name,

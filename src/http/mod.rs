@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, Method, header};
 use axum::middleware::{Next, from_fn, from_fn_with_state};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tower_http::cors::{AllowOrigin, CorsLayer};
@@ -156,6 +156,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "Not Found") })
+        .layer(from_fn(refuse_nul_in_query))
         .layer(DefaultBodyLimit::max(state.body_limit))
         .layer(from_fn_with_state(state.clone(), limits::track_and_limit))
         .layer(from_fn_with_state(state.clone(), auth::require_api_key))
@@ -168,6 +169,19 @@ pub fn router(state: AppState) -> Router {
         .layer(from_fn(error::json_error_bodies))
         .layer(from_fn(request_context))
         .with_state(state)
+}
+
+/// A NUL in a query value: PostgreSQL refuses it in any text it compares (a 500 otherwise),
+/// and no stored value holds one, so it is the client's mistake (`%00` is its only spelling).
+async fn refuse_nul_in_query(request: Request, next: Next) -> Response {
+    if request.uri().query().is_some_and(|q| q.contains("%00")) {
+        return ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "query parameters may not contain NUL (%00)",
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Gives each request an id and a tracing span that carries it.

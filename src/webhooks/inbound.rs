@@ -30,7 +30,7 @@ pub const WAITING: &str = "waiting_for_confirmation";
 pub const PAUSED: &str = "paused";
 const RUNNING: &str = "running";
 
-/// Failed token attempts per conversation and window before every attempt is refused.
+/// Failed token attempts per conversation and window before further wrong ones get 429.
 const MAX_FAILURES: u32 = 10;
 const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// Conversations whose failures are tracked at once (the oldest are forgotten).
@@ -126,14 +126,19 @@ impl Inbound {
         let id = req.conversation_id;
         let store = self.conversations.store();
         let state = store.reply_state(id).await?.ok_or(Refused::NotFound)?;
-        if let Some(wait) = self.throttled(id) {
-            return Err(Refused::Throttled(wait));
-        }
+        // Only wrong tokens are throttled: refusing the live one too would let anyone who
+        // knows the conversation id keep its approvals out with ten guesses a minute.
         let Some(hash) = verified(req.token.as_deref(), &state) else {
+            if let Some(wait) = self.throttled(id) {
+                return Err(Refused::Throttled(wait));
+            }
             self.failed(id);
             return Err(Refused::BadToken);
         };
         let key = &req.event.event_key;
+        // Refused before it is kept: an early event is answered 202 long before it applies.
+        let data = req.event.data.as_ref();
+        wanted_ids(data.and_then(|d| d.get("tool_call_ids")))?;
         if let Some(kept) = store.inbound_duplicate(id, &hash, key).await? {
             return Ok((200, answer_of(&kept)));
         }
@@ -254,10 +259,7 @@ impl Inbound {
         Ok(
             match (req.state_name.as_str(), req.event.event_key.as_str()) {
                 (WAITING, key @ ("approval_granted" | "approval_denied")) => {
-                    let wanted: Option<Vec<&str>> = data
-                        .get("tool_call_ids")
-                        .and_then(Value::as_array)
-                        .map(|ids| ids.iter().filter_map(Value::as_str).collect());
+                    let wanted = wanted_ids(data.get("tool_call_ids"))?;
                     let info = self.conversations.info(req.conversation_id).await?;
                     let decisions: Vec<ToolDecision> = info
                         .pending_actions
@@ -462,6 +464,22 @@ fn verified(presented: Option<&str>, state: &ReplyState) -> Option<String> {
             .fold(0u8, |acc, (a, b)| acc | (a ^ b))
             == 0;
     same.then_some(hash)
+}
+
+/// `data.tool_call_ids`: absent or null is every pending call; anything but a list of strings
+/// is refused, since reading it as "no list" would approve calls the sender did not name.
+fn wanted_ids(ids: Option<&Value>) -> Result<Option<Vec<&str>>, ConversationError> {
+    let refused =
+        || ConversationError::BadInput("`data.tool_call_ids` is a list of tool call ids".into());
+    match ids {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(ids)) => ids
+            .iter()
+            .map(|id| id.as_str().ok_or_else(refused))
+            .collect::<Result<_, _>>()
+            .map(Some),
+        Some(_) => Err(refused()),
+    }
 }
 
 fn to_value(answer: &WebhookAnswer) -> Value {

@@ -20,7 +20,13 @@ async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
 }
 
 /// An inbound event with the token as a bearer token.
-async fn answer(app: &TestApp, id: &str, state: &str, token: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn answer(
+    app: &TestApp,
+    id: &str,
+    state: &str,
+    token: &str,
+    body: Value,
+) -> (u16, Value) {
     let resp = app
         .client
         .post(app.url(&format!("/api/webhook/{id}/{state}")))
@@ -34,7 +40,7 @@ async fn answer(app: &TestApp, id: &str, state: &str, token: &str, body: Value) 
     (status, json_body(resp).await)
 }
 
-async fn wait_status(app: &TestApp, id: &str, status: &str) {
+pub(crate) async fn wait_status(app: &TestApp, id: &str, status: &str) {
     for _ in 0..400 {
         let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
         if info["execution_status"] == status {
@@ -46,7 +52,7 @@ async fn wait_status(app: &TestApp, id: &str, status: &str) {
 }
 
 /// The reply token of the `n`-th snapshot in `status` the receiver got for `id`.
-async fn token_of(receiver: &Receiver, id: &str, status: &str, n: usize) -> String {
+pub(crate) async fn token_of(receiver: &Receiver, id: &str, status: &str, n: usize) -> String {
     let snapshot = |got: &[Got]| {
         got.iter()
             .filter(|g| g.body["id"] == id && g.body["execution_status"] == status)
@@ -60,7 +66,7 @@ async fn token_of(receiver: &Receiver, id: &str, status: &str, n: usize) -> Stri
     token.as_str().expect("a reply token").to_owned()
 }
 
-async fn app_with(receiver: &Receiver, database: Option<&str>) -> TestApp {
+pub(crate) async fn app_with(receiver: &Receiver, database: Option<&str>) -> TestApp {
     let store = database
         .map(|url| format!("[conversations]\ndatabase_url = \"{url}\"\n"))
         .unwrap_or_default();
