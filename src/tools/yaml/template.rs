@@ -262,13 +262,12 @@ fn evaluates_as_arithmetic_or_name(source: &str, marker: Node, node: Node) -> bo
 /// Whether `marker` is inside the value of one of `declaration`'s assignments.
 fn in_assigned_value(marker: Node, declaration: Node) -> bool {
     let mut cursor = declaration.walk();
-    let found = declaration.named_children(&mut cursor).any(|assignment| {
+    declaration.named_children(&mut cursor).any(|assignment| {
         assignment.kind() == "variable_assignment"
             && assignment.child_by_field_name("value").is_some_and(|v| {
                 v.start_byte() <= marker.start_byte() && marker.end_byte() <= v.end_byte()
             })
-    });
-    found
+    })
 }
 
 const UNSAFE: &str = "the template puts a parameter where quoting cannot protect it (inside \
