@@ -100,7 +100,7 @@ pub fn render_shell(template: &str, values: &BTreeMap<String, Value>) -> Result<
     let inserted = Arc::try_unwrap(inserted)
         .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
         .unwrap_or_else(|shared| shared.lock().map(|l| l.clone()).unwrap_or_default());
-    check_markers(&rendered, &marker_prefix, inserted.len())?;
+    check_markers(&rendered, &marker_prefix, &inserted)?;
     let mut command = rendered;
     // Highest index first, so `…N1E` is never taken for the start of `…N10E`.
     for (index, value) in inserted.iter().enumerate().rev() {
@@ -148,7 +148,8 @@ pub fn render_url(template: &str, values: &BTreeMap<String, Value>) -> Result<St
 
 /// Every marker must be the whole content of a single-quoted word outside any string,
 /// heredoc, comment or parse error.
-fn check_markers(rendered: &str, prefix: &str, count: usize) -> Result<(), String> {
+fn check_markers(rendered: &str, prefix: &str, values: &[String]) -> Result<(), String> {
+    let count = values.len();
     if count == 0 {
         return Ok(());
     }
@@ -177,6 +178,12 @@ fn check_markers(rendered: &str, prefix: &str, count: usize) -> Result<(), Strin
         if !rendered[digits_end..].starts_with("E'") {
             return Err(UNSAFE.into());
         }
+        // A plain number (an `integer` parameter) means the same as arithmetic or as text.
+        let is_number = rendered[digits..digits_end]
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| values.get(i))
+            .is_some_and(|v| is_plain_number(v));
         let end = digits_end + 2;
         let node = tree
             .root_node()
@@ -194,7 +201,7 @@ fn check_markers(rendered: &str, prefix: &str, count: usize) -> Result<(), Strin
                 )
                 // Inside backticks a backquote in the value would end the substitution.
                 || (n.kind() == "command_substitution" && text(rendered, n).starts_with('`'))
-                || evaluates_as_arithmetic_or_name(rendered, node, n)
+                || (!is_number && evaluates_as_arithmetic_or_name(rendered, node, n))
         }) {
             return Err(UNSAFE.into());
         }
@@ -257,6 +264,18 @@ fn evaluates_as_arithmetic_or_name(source: &str, marker: Node, node: Node) -> bo
         }
         _ => false,
     }
+}
+
+/// `-12`, `3`, `0.5`: digits with at most a leading `-` and one `.`.
+fn is_plain_number(value: &str) -> bool {
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, "0"));
+    !whole.is_empty()
+        && !fraction.is_empty()
+        && whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
 }
 
 /// Whether `marker` is inside the value of one of `declaration`'s assignments.
@@ -392,6 +411,10 @@ mod tests {
             &v,
         );
         assert!(ok.is_ok(), "{ok:?}");
+        // A number (what an `integer` parameter carries) may go where arithmetic reads it.
+        let n = values(&[("n", "-3")]);
+        let counted = render_shell("[[ {{ n }} -lt 1 ]] && let x={{ n }}+1", &n);
+        assert_eq!(counted.as_deref(), Ok("[[ '-3' -lt 1 ]] && let x='-3'+1"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
