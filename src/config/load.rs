@@ -53,7 +53,7 @@ impl Settings {
             // TRIAGE_CONFIG and TRIAGE_API_KEY (the CLI's `--api-key`) are not settings.
             .merge(Env::prefixed("TRIAGE_").ignore(CLI_ONLY_VARS).split("__"));
         let mut settings: Settings = figment.extract().map_err(|e| {
-            let message = e.to_string();
+            let message = super::without_values(e).to_string();
             ConfigError::Invalid(format!("{message}{}", env_hint(&message)))
         })?;
         settings.model_order = model_order;
@@ -286,6 +286,21 @@ mod tests {
     fn unknown_key_is_named() {
         let err = Settings::from_toml("[server]\nprot = 1\n").unwrap_err();
         assert!(err.to_string().contains("prot"), "{err}");
+    }
+
+    /// A secret written in the wrong shape is named by its key, never quoted.
+    #[test]
+    fn type_errors_do_not_quote_the_value() {
+        for (toml, key) in [
+            (
+                "[mcp_servers.x]\nurl = \"http://h/mcp\"\n[mcp_servers.x.config]\nheaders = \"Bearer sk-LEAK1\"\n",
+                "mcp_servers.x.config.headers",
+            ),
+            ("[server]\napi_keys = \"sk-LEAK2\"\n", "server.api_keys"),
+        ] {
+            let err = Settings::from_toml(toml).unwrap_err().to_string();
+            assert!(err.contains(key) && !err.contains("sk-LEAK"), "{err}");
+        }
     }
 
     #[test]

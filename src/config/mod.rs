@@ -335,8 +335,41 @@ pub enum ConfigError {
 
 impl From<figment::Error> for ConfigError {
     fn from(e: figment::Error) -> Self {
-        ConfigError::Figment(Box::new(e))
+        ConfigError::Figment(Box::new(without_values(e)))
     }
+}
+
+/// `e` with the text of any value it quotes left out: an API key written where a table was
+/// expected (`headers = "Bearer sk-…"`) must not end up in the logs. The key's path stays.
+pub fn without_values(e: figment::Error) -> figment::Error {
+    use figment::error::{Actual, Kind};
+    let hide = |actual: Actual| match actual {
+        Actual::Str(_) | Actual::Char(_) => Actual::Other("a string".into()),
+        Actual::Other(_) => Actual::Other("a value".into()),
+        Actual::Bytes(_) => Actual::Other("bytes".into()),
+        other => other,
+    };
+    let mut errors: Vec<figment::Error> = e
+        .into_iter()
+        .map(|mut one| {
+            one.kind = match one.kind {
+                Kind::InvalidType(actual, expected) => Kind::InvalidType(hide(actual), expected),
+                Kind::InvalidValue(actual, expected) => Kind::InvalidValue(hide(actual), expected),
+                Kind::UnknownVariant(_, expected) => Kind::UnknownVariant("…".into(), expected),
+                Kind::Unsupported(actual) => Kind::Unsupported(hide(actual)),
+                other => other,
+            };
+            one
+        })
+        .collect();
+    let mut chained = match errors.pop() {
+        Some(last) => last,
+        None => figment::Error::from(String::from("invalid configuration")),
+    };
+    while let Some(next) = errors.pop() {
+        chained = chained.chain(next);
+    }
+    chained
 }
 
 impl ServerSettings {

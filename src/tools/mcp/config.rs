@@ -144,7 +144,9 @@ impl McpServerSettings {
     /// Checks that the keys fit together; the error names the offending key.
     pub fn check(&self, name: &str) -> Result<(), String> {
         let key = |k: &str| format!("mcp_servers.{name}.{k}");
+        // `__` separates server and tool in a qualified tool name: not in a server's name.
         if name.is_empty()
+            || name.contains(super::QUALIFIER)
             || !name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
@@ -362,6 +364,10 @@ mod tests {
         let s = parse(json!({"config": {"command": "x"}})).expect("parses");
         assert_eq!(s.mode(), McpMode::Stdio);
         assert!(s.check("bad name").is_err());
+        assert!(
+            s.check("a__b").is_err(),
+            "`__` would make qualified names ambiguous"
+        );
     }
 
     #[test]

@@ -217,7 +217,14 @@ async fn open(
 
 /// Lists the tools and installs those that pass the filter.
 async fn list(server: &Server, peer: &rmcp::Peer<RoleClient>) -> Result<(), String> {
-    let tools = tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools())
+    let pages = all_pages(|cursor| async move {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+        peer.list_tools(Some(params))
+            .await
+            .map(|page| (page.tools, page.next_cursor))
+            .map_err(|e| e.to_string())
+    });
+    let tools = tokio::time::timeout(CONNECT_TIMEOUT, pages)
         .await
         .map_err(|_| {
             format!(
@@ -242,4 +249,52 @@ async fn list(server: &Server, peer: &rmcp::Peer<RoleClient>) -> Result<(), Stri
     }
     server.changed();
     Ok(())
+}
+
+/// More tools than any model can choose among; a server listing more is refused.
+const MAX_LISTED_TOOLS: usize = 1000;
+
+/// Follows `tools/list`'s cursors up to [`MAX_LISTED_TOOLS`]. rmcp's own loop follows them for
+/// as long as the server hands out cursors, keeping every page: a hostile server answering
+/// each page with another cursor grew triage's memory until the listing's timeout.
+async fn all_pages<T, F, Fut>(mut page: F) -> Result<Vec<T>, String>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: Future<Output = Result<(Vec<T>, Option<String>), String>>,
+{
+    let mut items = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (more, next) = page(cursor).await?;
+        items.extend(more);
+        if items.len() > MAX_LISTED_TOOLS {
+            return Err(format!(
+                "the server lists more than {MAX_LISTED_TOOLS} tools"
+            ));
+        }
+        match next {
+            Some(next) => cursor = Some(next),
+            None => return Ok(items),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn endless_pages_stop_at_the_cap() {
+        let mut asked = 0usize;
+        let result = all_pages(|_| {
+            asked += 1;
+            async { Ok((vec![0u8; 7], Some("again".to_owned()))) }
+        })
+        .await;
+        let err = result.expect_err("refused");
+        assert!(err.contains("more than 1000 tools"), "{err}");
+        assert!(asked <= MAX_LISTED_TOOLS / 7 + 1, "{asked} pages");
+        let single = all_pages(|_| async { Ok((vec![1, 2], None)) }).await;
+        assert_eq!(single, Ok(vec![1, 2]));
+    }
 }

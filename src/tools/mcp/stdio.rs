@@ -6,7 +6,7 @@
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::sandbox::{Approval, CallDir, Grants, Sandbox};
@@ -101,25 +101,11 @@ pub fn spawn(
         return Err(std::io::Error::other("no pipes to the server"));
     };
     let stderr_tail = Arc::new(Mutex::new(String::new()));
-    let tail = stderr_tail.clone();
-    let name = server.to_owned();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::debug!(mcp_server = %name, "{line}");
-            if let Ok(mut t) = tail.lock() {
-                t.push_str(&line);
-                t.push('\n');
-                if t.len() > STDERR_TAIL_BYTES {
-                    let cut = t.len() - STDERR_TAIL_BYTES;
-                    let at = (cut..t.len())
-                        .find(|i| t.is_char_boundary(*i))
-                        .unwrap_or(t.len());
-                    t.drain(..at);
-                }
-            }
-        }
-    });
+    tokio::spawn(keep_stderr_tail(
+        stderr,
+        server.to_owned(),
+        stderr_tail.clone(),
+    ));
     Ok((
         ServerProcess {
             child,
@@ -130,4 +116,81 @@ pub fn spawn(
         stdout,
         stdin,
     ))
+}
+
+/// Logs the server's stderr line by line and keeps its last bytes in `tail`. Reads in chunks
+/// and cuts a line at the tail's size: a server writing one endless line (no `\n`) would
+/// otherwise grow a line buffer in triage until the memory ran out.
+async fn keep_stderr_tail(
+    mut stderr: impl AsyncRead + Unpin,
+    name: String,
+    tail: Arc<Mutex<String>>,
+) {
+    let mut chunk = [0u8; 8192];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let read = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for piece in chunk[..read].split_inclusive(|b| *b == b'\n') {
+            let room = STDERR_TAIL_BYTES.saturating_sub(line.len());
+            let ended = piece.ends_with(b"\n");
+            let body = piece.strip_suffix(b"\n").unwrap_or(piece);
+            line.extend_from_slice(&body[..body.len().min(room)]);
+            if ended || line.len() >= STDERR_TAIL_BYTES {
+                let text = String::from_utf8_lossy(&line).into_owned();
+                tracing::debug!(mcp_server = %name, "{text}");
+                push_tail(&tail, &text);
+                line.clear();
+            }
+        }
+    }
+}
+
+fn push_tail(tail: &Mutex<String>, line: &str) {
+    let Ok(mut t) = tail.lock() else { return };
+    t.push_str(line);
+    t.push('\n');
+    if t.len() > STDERR_TAIL_BYTES {
+        let cut = t.len() - STDERR_TAIL_BYTES;
+        let at = (cut..t.len())
+            .find(|i| t.is_char_boundary(*i))
+            .unwrap_or(t.len());
+        t.drain(..at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hostile server writes megabytes of stderr without a newline and then stays quiet:
+    /// what it wrote still reaches the tail, bounded, instead of waiting in a line buffer
+    /// that grows as long as it writes.
+    #[tokio::test]
+    async fn an_endless_stderr_line_is_cut_not_buffered() {
+        let flood = tokio::io::repeat(b'x').take(8 * 1024 * 1024);
+        let (quiet, _keep_open) = tokio::io::duplex(1);
+        let tail = Arc::new(Mutex::new(String::new()));
+        let task = tokio::spawn(keep_stderr_tail(
+            flood.chain(quiet),
+            "hostile".into(),
+            tail.clone(),
+        ));
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let len = tail.lock().map(|t| t.len()).unwrap_or(0);
+            if len > 0 {
+                assert!(len <= STDERR_TAIL_BYTES + 1, "{len}");
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the tail stayed empty"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        task.abort();
+    }
 }

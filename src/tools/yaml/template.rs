@@ -100,7 +100,7 @@ pub fn render_shell(template: &str, values: &BTreeMap<String, Value>) -> Result<
     let inserted = Arc::try_unwrap(inserted)
         .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
         .unwrap_or_else(|shared| shared.lock().map(|l| l.clone()).unwrap_or_default());
-    check_markers(&rendered, &marker_prefix, inserted.len())?;
+    check_markers(&rendered, &marker_prefix, &inserted)?;
     let mut command = rendered;
     // Highest index first, so `…N1E` is never taken for the start of `…N10E`.
     for (index, value) in inserted.iter().enumerate().rev() {
@@ -148,7 +148,8 @@ pub fn render_url(template: &str, values: &BTreeMap<String, Value>) -> Result<St
 
 /// Every marker must be the whole content of a single-quoted word outside any string,
 /// heredoc, comment or parse error.
-fn check_markers(rendered: &str, prefix: &str, count: usize) -> Result<(), String> {
+fn check_markers(rendered: &str, prefix: &str, values: &[String]) -> Result<(), String> {
+    let count = values.len();
     if count == 0 {
         return Ok(());
     }
@@ -159,6 +160,12 @@ fn check_markers(rendered: &str, prefix: &str, count: usize) -> Result<(), Strin
     let tree = parser
         .parse(rendered, None)
         .ok_or("the command could not be parsed")?;
+    // tree-sitter recovers from what it cannot parse by skipping it, and a marker next to
+    // the skipped text can look safe while bash reads it otherwise (`cat <<A <<B`: the second
+    // heredoc's body parses as commands). Only a clean parse is trusted.
+    if tree.root_node().has_error() {
+        return Err(UNSAFE.into());
+    }
     let mut seen = 0;
     for (start, _) in rendered.match_indices(prefix) {
         seen += 1;
@@ -171,6 +178,12 @@ fn check_markers(rendered: &str, prefix: &str, count: usize) -> Result<(), Strin
         if !rendered[digits_end..].starts_with("E'") {
             return Err(UNSAFE.into());
         }
+        // A plain number (an `integer` parameter) means the same as arithmetic or as text.
+        let is_number = rendered[digits..digits_end]
+            .parse::<usize>()
+            .ok()
+            .and_then(|i| values.get(i))
+            .is_some_and(|v| is_plain_number(v));
         let end = digits_end + 2;
         let node = tree
             .root_node()
@@ -188,6 +201,7 @@ fn check_markers(rendered: &str, prefix: &str, count: usize) -> Result<(), Strin
                 )
                 // Inside backticks a backquote in the value would end the substitution.
                 || (n.kind() == "command_substitution" && text(rendered, n).starts_with('`'))
+                || (!is_number && evaluates_as_arithmetic_or_name(rendered, node, n))
         }) {
             return Err(UNSAFE.into());
         }
@@ -196,6 +210,83 @@ fn check_markers(rendered: &str, prefix: &str, count: usize) -> Result<(), Strin
         return Err(UNSAFE.into());
     }
     Ok(())
+}
+
+/// Bash evaluates some words again after quote removal: as arithmetic (`(( ))`, `[[ -eq ]]`,
+/// array subscripts, `let`, `declare -i`) or as a variable name (`read`, `printf -v`,
+/// `test -v`, the name in `declare`), and an index like `a[$(id)]` in either runs `id`
+/// whatever the quotes. A marker under any of these is refused.
+fn evaluates_as_arithmetic_or_name(source: &str, marker: Node, node: Node) -> bool {
+    const ARITHMETIC_TESTS: &[&str] = &["-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-v", "-R"];
+    const NAME_BUILTINS: &[&str] = &["let", "read", "unset", "mapfile", "readarray", "getopts"];
+    let words = |n: Node| -> Vec<String> {
+        let mut cursor = n.walk();
+        n.named_children(&mut cursor)
+            .map(|c| text(source, c).to_owned())
+            .collect()
+    };
+    match node.kind() {
+        "subscript" | "c_style_for_statement" => true,
+        // `([key]=value)`: the key is a subscript, which tree-sitter leaves as text.
+        "array" => marker.parent().is_some_and(|p| p.kind() == "concatenation"),
+        "compound_statement" => text(source, node).starts_with("(("),
+        "test_command" => {
+            let mut stack = vec![node];
+            while let Some(n) = stack.pop() {
+                if matches!(n.kind(), "test_operator")
+                    && ARITHMETIC_TESTS.contains(&text(source, n))
+                {
+                    return true;
+                }
+                let mut cursor = n.walk();
+                stack.extend(n.children(&mut cursor));
+            }
+            false
+        }
+        "command" => {
+            let name = node
+                .child_by_field_name("name")
+                .map_or("", |n| text(source, n));
+            let args = words(node);
+            NAME_BUILTINS.contains(&name)
+                || (name == "printf" && args.iter().any(|a| a.starts_with("-v")))
+                || (matches!(name, "test" | "[")
+                    && args.iter().any(|a| ARITHMETIC_TESTS.contains(&a.as_str())))
+        }
+        // `declare`, `local`, `export`, …: only a value (`x={{ v }}`), and no option that
+        // reads it as a number (`-i`) or a name (`-n`).
+        "declaration_command" => {
+            let options = words(node);
+            options
+                .iter()
+                .any(|w| w.starts_with('-') && w.contains(['i', 'n']))
+                || !in_assigned_value(marker, node)
+        }
+        _ => false,
+    }
+}
+
+/// `-12`, `3`, `0.5`: digits with at most a leading `-` and one `.`.
+fn is_plain_number(value: &str) -> bool {
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, "0"));
+    !whole.is_empty()
+        && !fraction.is_empty()
+        && whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+}
+
+/// Whether `marker` is inside the value of one of `declaration`'s assignments.
+fn in_assigned_value(marker: Node, declaration: Node) -> bool {
+    let mut cursor = declaration.walk();
+    declaration.named_children(&mut cursor).any(|assignment| {
+        assignment.kind() == "variable_assignment"
+            && assignment.child_by_field_name("value").is_some_and(|v| {
+                v.start_byte() <= marker.start_byte() && marker.end_byte() <= v.end_byte()
+            })
+    })
 }
 
 const UNSAFE: &str = "the template puts a parameter where quoting cannot protect it (inside \
@@ -275,6 +366,56 @@ mod tests {
         }
         let ok = render_shell("echo --name={{ a }} pre{{ a }} $(echo {{ a }})", &v).unwrap();
         assert_eq!(argv(&ok), ["echo", "--name=x", "prex", "x"]);
+    }
+
+    /// Places where bash evaluates a quoted word again (arithmetic, variable names) and a
+    /// template tree-sitter only half parses: each ran `a[$(touch …)]` before.
+    #[test]
+    fn arithmetic_name_and_misparsed_positions_are_refused() {
+        let dir = std::env::temp_dir().join(format!("triage-arith-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pwned = dir.join("pwned");
+        let payload = format!("a[$(touch {})]", pwned.display());
+        let v = values(&[("a", payload.as_str())]);
+        for bad in [
+            "(( {{ a }} ))",
+            "[[ {{ a }} -eq 1 ]]",
+            "[[ -v {{ a }} ]]",
+            "a=(); a[{{ a }}]=1",
+            "arr=([{{ a }}]=1)",
+            "echo ${x[{{ a }}]}",
+            "let x={{ a }}",
+            "declare -i n={{ a }}",
+            "local -n ref={{ a }}",
+            "declare {{ a }}=1",
+            "printf -v {{ a }} x",
+            "read -r {{ a }} </dev/null",
+            "test -v {{ a }}",
+            "[ -v {{ a }} ]",
+            "for (( i={{ a }}; i<1; i++ )); do :; done",
+            "cat <<A <<B\nA\n{{ a }}\nB",
+        ] {
+            match render_shell(bad, &v) {
+                Err(err) => assert!(err.contains("quoting cannot protect"), "{bad}: {err}"),
+                Ok(cmd) => {
+                    let _ = std::process::Command::new("bash")
+                        .arg("-c")
+                        .arg(&cmd)
+                        .output();
+                    panic!("{bad} rendered as {cmd}; payload ran: {}", pwned.exists());
+                }
+            }
+        }
+        let ok = render_shell(
+            "export NS={{ a }}; [[ {{ a }} == x ]] && arr=({{ a }}); echo {{ a }}",
+            &v,
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+        // A number (what an `integer` parameter carries) may go where arithmetic reads it.
+        let n = values(&[("n", "-3")]);
+        let counted = render_shell("[[ {{ n }} -lt 1 ]] && let x={{ n }}+1", &n);
+        assert_eq!(counted.as_deref(), Ok("[[ '-3' -lt 1 ]] && let x='-3'+1"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
