@@ -34,6 +34,10 @@ pub const BODY_KEYS: &[&str] = &[
     "extra_body",
 ];
 
+/// Read by the provider an entry names (Vertex AI's project, location and credentials, as
+/// LiteLLM names them), never sent in a body.
+pub const PROVIDER_KEYS: &[&str] = &["vertex_project", "vertex_location", "vertex_credentials"];
+
 /// Sent as HTTP headers (a table of name → value).
 pub const HEADERS_KEY: &str = "extra_headers";
 
@@ -46,6 +50,7 @@ pub fn valid_keys() -> Vec<&'static str> {
     OWN_KEYS
         .iter()
         .chain(BODY_KEYS)
+        .chain(PROVIDER_KEYS)
         .chain([&HEADERS_KEY])
         .chain(NO_EFFECT_KEYS)
         .copied()
@@ -55,8 +60,12 @@ pub fn valid_keys() -> Vec<&'static str> {
 /// Checks the keys `ModelEntry` did not take itself; `entry` names it for the message, e.g.
 /// `[models.fast]`.
 pub fn check_extra_keys(entry: &str, extra: &Map<String, Value>) -> Result<(), String> {
-    let accepted =
-        |k: &str| BODY_KEYS.contains(&k) || k == HEADERS_KEY || NO_EFFECT_KEYS.contains(&k);
+    let accepted = |k: &str| {
+        BODY_KEYS.contains(&k)
+            || PROVIDER_KEYS.contains(&k)
+            || k == HEADERS_KEY
+            || NO_EFFECT_KEYS.contains(&k)
+    };
     if let Some(unknown) = extra.keys().find(|k| !accepted(k)) {
         return Err(format!(
             "unknown key `{unknown}` in model entry {entry}. Valid keys: {}",

@@ -26,6 +26,10 @@ pub enum Auth {
     AzureKey(String),
     /// Anthropic's `x-api-key` header (with `anthropic-version`).
     AnthropicKey(String),
+    /// Google AI Studio's `x-goog-api-key` header.
+    GoogleApiKey(String),
+    /// Google OAuth tokens (Vertex AI), added per call by the provider.
+    Google(Arc<super::gemini::auth::GoogleAuth>),
 }
 
 /// The wire protocol a model is spoken to in.
@@ -35,6 +39,8 @@ pub enum Api {
     OpenAiChat,
     /// Anthropic's Messages API (Anthropic, Azure AI Foundry's Anthropic endpoint).
     AnthropicMessages,
+    /// Gemini's `streamGenerateContent` (Google AI Studio, Vertex AI).
+    GeminiGenerate,
 }
 
 #[derive(Debug)]
@@ -93,6 +99,8 @@ impl ModelConfig {
             Auth::AnthropicKey(key) => builder
                 .header("x-api-key", key)
                 .header("anthropic-version", super::anthropic::API_VERSION),
+            Auth::GoogleApiKey(key) => builder.header("x-goog-api-key", key),
+            Auth::Google(_) => builder,
         };
         for (name, value) in &self.extra_headers {
             builder = builder.header(name, value);
@@ -310,6 +318,13 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
                 Auth::AnthropicKey(key),
             )
         }
+        "gemini" | "vertex_ai" => {
+            let resolved =
+                super::gemini::models::resolve(&provider, name, api_base.as_deref(), entry)
+                    .map_err(invalid)?;
+            api = resolved.0;
+            (resolved.1, name.to_owned(), resolved.2)
+        }
         "azure" => {
             let base = api_base.ok_or_else(|| {
                 invalid("azure/ models need api_base (https://<resource>.openai.azure.com)".into())
@@ -371,12 +386,8 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         }
     };
     let known = match api {
-        Api::AnthropicMessages => {
-            super::anthropic::known_model(name).map(|(context_window, max_output)| KnownModel {
-                context_window,
-                max_output,
-            })
-        }
+        Api::AnthropicMessages => super::anthropic::known_model(name).map(KnownModel::from),
+        Api::GeminiGenerate => super::gemini::models::known_model(name).map(KnownModel::from),
         Api::OpenAiChat => known_model(name),
     };
     let context_window = entry
@@ -415,7 +426,9 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         .filter(|(k, _)| crate::credentials::is_credential_name(k) || k.contains("credentials"))
         .filter_map(|(_, v)| v.as_str().map(str::to_owned))
         .collect();
-    if let Auth::Bearer(k) | Auth::AzureKey(k) | Auth::AnthropicKey(k) = &auth {
+    if let Auth::Bearer(k) | Auth::AzureKey(k) | Auth::AnthropicKey(k) | Auth::GoogleApiKey(k) =
+        &auth
+    {
         credentials.push(k.clone());
     }
     Ok(ModelConfig {
@@ -465,6 +478,15 @@ fn default_output_budget(context_window: u32, model_max: Option<u32>) -> u32 {
 struct KnownModel {
     context_window: u32,
     max_output: u32,
+}
+
+impl From<(u32, u32)> for KnownModel {
+    fn from((context_window, max_output): (u32, u32)) -> KnownModel {
+        KnownModel {
+            context_window,
+            max_output,
+        }
+    }
 }
 
 /// Well-known OpenAI models; longest matching prefix wins. Anything else: 200000 / 64000.
@@ -553,7 +575,7 @@ mod tests {
 
     #[test]
     fn unsupported_provider_without_base_is_a_config_error() {
-        let s = settings("[models.c]\nmodel = \"vertex_ai/claude\"\n");
+        let s = settings("[models.c]\nmodel = \"bedrock_x/claude\"\n");
         let err = ModelRegistry::from_settings(&s).unwrap_err().to_string();
         assert!(
             err.contains("model 'c'") && err.contains("api_base"),
