@@ -319,11 +319,10 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
             )
         }
         "gemini" | "vertex_ai" => {
-            let resolved =
-                super::gemini::models::resolve(&provider, name, api_base.as_deref(), entry)
-                    .map_err(invalid)?;
-            api = resolved.0;
-            (resolved.1, name.to_owned(), resolved.2)
+            let google = super::gemini::resolve(&provider, name, api_base.as_deref(), entry);
+            let (google_api, endpoint, auth) = google.map_err(invalid)?;
+            api = google_api;
+            (endpoint, name.to_owned(), auth)
         }
         "azure" => {
             let base = api_base.ok_or_else(|| {
@@ -387,7 +386,7 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
     };
     let known = match api {
         Api::AnthropicMessages => super::anthropic::known_model(name).map(KnownModel::from),
-        Api::GeminiGenerate => super::gemini::models::known_model(name).map(KnownModel::from),
+        Api::GeminiGenerate => super::gemini::known_model(name).map(KnownModel::from),
         Api::OpenAiChat => known_model(name),
     };
     let context_window = entry
