@@ -339,6 +339,21 @@ async fn thinking_signatures_round_trip_and_thoughts_count_as_output() {
     // 5 answer tokens plus 3 a word of the six-word thought.
     let usage = &body["metadata"]["usage"];
     assert_eq!(usage["completion_tokens"], 5 + 18, "{body:#}");
+
+    // A stateless follow-up sends the whole history back: both signatures go with it.
+    let history = body["conversation_history"].clone();
+    assert!(
+        history.to_string().contains("gemini_thought_signature"),
+        "{history:#}"
+    );
+    app.llm.push(Step::text("Still sure."));
+    let (status, body) = app
+        .chat_json(&json!({"ask": "sure?", "conversation_history": history}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["analysis"], "Still sure.");
+    let sent = app.llm.requests()[2]["contents"].to_string();
+    assert_eq!(sent.matches("thoughtSignature").count(), 2, "{sent}");
 }
 
 #[tokio::test]

@@ -54,7 +54,10 @@ pub fn resolve(
             .clone()
             .or_else(|| env(KEY_VAR))
             .ok_or_else(|| format!("gemini/ models need api_key or {KEY_VAR}"))?;
-        let base = api_base.unwrap_or(AI_STUDIO_BASE);
+        // A base written with its version (`…/v1beta`) is taken as meant.
+        let base = api_base
+            .unwrap_or(AI_STUDIO_BASE)
+            .trim_end_matches("/v1beta");
         return Ok((
             Api::GeminiGenerate,
             format!("{base}/v1beta/models/{name}{STREAM_SUFFIX}"),

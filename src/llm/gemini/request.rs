@@ -172,6 +172,38 @@ mod tests {
     }
 
     #[test]
+    fn a_format_without_tools_is_a_response_schema() {
+        let settings = crate::config::Settings::from_toml(
+            "[models.g]\nmodel = \"gemini/gemini-2.5-flash\"\napi_key = \"k\"\ntemperature = 0.1\nmax_tokens = 900\nstop = \"END\"\n",
+        )
+        .unwrap();
+        let registry = crate::llm::ModelRegistry::from_settings(&settings).unwrap();
+        let model = registry.resolve(Some("g")).unwrap();
+        let messages = [crate::wire::Message::user(json!("q"))];
+        let format = json!({"type": "json_schema", "json_schema": {"name": "h", "schema": {
+            "type": "object", "additionalProperties": false,
+            "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
+        let b = body(&CompletionRequest {
+            model: &model,
+            messages: &messages,
+            tools: None,
+            allow_tool_calls: false,
+            response_format: Some(&format),
+        })
+        .unwrap();
+        let config = &b["generationConfig"];
+        assert_eq!(config["responseMimeType"], "application/json");
+        assert_eq!(
+            config["responseSchema"],
+            json!({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})
+        );
+        assert_eq!(config["temperature"], 0.1);
+        assert_eq!(config["maxOutputTokens"], 900);
+        assert_eq!(config["stopSequences"], json!(["END"]));
+        assert!(b.get("tools").is_none() && b.get("toolConfig").is_none());
+    }
+
+    #[test]
     fn thinking_from_the_entry() {
         let map = |v: Value| v.as_object().cloned().unwrap_or_default();
         assert_eq!(

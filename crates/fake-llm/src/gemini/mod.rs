@@ -47,6 +47,9 @@ impl GoogleState {
     }
 }
 
+/// What a text part's signature is computed over.
+const TEXT_SIGNED: &str = "text part";
+
 /// The signature of a part's content: a part changed in any way fails the check.
 fn sign(secret: &str, content: &Value) -> String {
     let mut h = DefaultHasher::new();

@@ -72,7 +72,7 @@ fn events(ctx: &Ctx, step: &Step) -> Option<Vec<Bytes>> {
         for (i, w) in split_words(content).into_iter().enumerate() {
             let mut part = json!({"text": w});
             if i == 0 && ctx.thinking {
-                part["thoughtSignature"] = json!(sign(&ctx.secret, &json!(w)));
+                part["thoughtSignature"] = json!(sign(&ctx.secret, &json!(super::TEXT_SIGNED)));
             }
             out.push(chunk(vec![part]));
         }

@@ -305,10 +305,10 @@ fn contents(contents: Option<&Value>, declared: &[String], secret: &str, thinkin
 fn signatures(parts: &[Value], secret: &str, thinking: bool, at: &str) -> Check {
     for (i, part) in parts.iter().enumerate() {
         if let Some(sig) = part.get("thoughtSignature").and_then(Value::as_str) {
-            let content = part
-                .get("functionCall")
-                .or_else(|| part.get("text"))
-                .unwrap_or(&Value::Null);
+            // A call's signature is bound to the call; a text part's only to the fake (clients
+            // join a streamed text's pieces, so its signature travels on the joined part).
+            let text_signed = Value::String(super::TEXT_SIGNED.into());
+            let content = part.get("functionCall").unwrap_or(&text_signed);
             if sig != sign(secret, content) {
                 return fail(format!(
                     "* {at}.parts[{i}]: Thought signature is not valid."
