@@ -69,7 +69,17 @@ fn request(
 /// Probes one model within `timeout` per request.
 pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duration) -> Probe {
     if let Some(url) = super::gemini::models::model_url(&model.endpoint) {
-        return probe_gemini(http, model, url, timeout).await;
+        return probe_google(http, model, http.get(url), timeout).await;
+    }
+    if let Some(base) = model.endpoint.strip_suffix(":streamRawPredict") {
+        // Claude on Vertex: a one-token answer, not streamed.
+        let body = json!({"anthropic_version": super::gemini::VERTEX_ANTHROPIC_VERSION,
+            "max_tokens": 1, "messages": [{"role": "user", "content": "Reply with OK."}]});
+        let post = http
+            .post(format!("{base}:rawPredict"))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        return probe_google(http, model, post, timeout).await;
     }
     let azure = model.endpoint.contains("/openai/deployments/");
     let listed = match models_url(&model.endpoint).filter(|_| !azure) {
@@ -88,15 +98,15 @@ pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duratio
     }
 }
 
-/// Gemini's `models.get` of the model: free, and it says whether the key and the name are good.
-/// Vertex's token-authenticated publishers models are probed the same way.
-async fn probe_gemini(
+/// Gemini's `models.get` of the model (free, and it says whether the key and the name are
+/// good), or Claude on Vertex's one-token answer, with the model's Google key or token.
+async fn probe_google(
     http: &reqwest::Client,
     model: &ModelConfig,
-    url: &str,
+    builder: reqwest::RequestBuilder,
     timeout: Duration,
 ) -> Probe {
-    let mut builder = request(http, reqwest::Method::GET, url, model).timeout(timeout);
+    let mut builder = model.authorize(builder).timeout(timeout);
     if let super::registry::Auth::Google(auth) = &model.auth {
         match auth.token(http).await {
             Ok(token) => builder = builder.bearer_auth(token),
@@ -105,7 +115,7 @@ async fn probe_gemini(
     }
     let response = match builder.send().await {
         Ok(r) => r,
-        Err(e) => return Probe::Unreachable(format!("{url}: {e}")),
+        Err(e) => return Probe::Unreachable(format!("{}: {e}", model.endpoint)),
     };
     let status = response.status().as_u16();
     let message = error_message(&response.text().await.unwrap_or_default());

@@ -534,12 +534,13 @@ async fn check_probes_gemini_and_vertex_through_the_metadata_server() {
     std::fs::write(
         &list,
         format!(
-            "flash:\n  model: gemini/gemini-2.5-flash\n  api_base: {o}\npro:\n  model: vertex_ai/gemini-2.5-pro\n  api_base: {o}\n  vertex_project: test-project\n",
+            "flash:\n  model: gemini/gemini-2.5-flash\n  api_base: {o}\npro:\n  model: vertex_ai/gemini-2.5-pro\n  api_base: {o}\n  vertex_project: test-project\nopus:\n  model: vertex_ai/claude-opus-4-1\n  api_base: {o}\n  vertex_project: test-project\n  vertex_location: us-east5\n",
             o = llm.origin()
         ),
     )
     .unwrap();
     let host = llm.origin().trim_start_matches("http://").to_owned();
+    llm.push(Step::text("OK"));
     let out = crate::cli::triage_env(
         &[
             ("MODEL_LIST_FILE_LOCATION", list.to_str().unwrap()),
@@ -563,10 +564,13 @@ async fn check_probes_gemini_and_vertex_through_the_metadata_server() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(line("pro").contains("reachable"), "{report}");
+    assert!(line("opus").contains("reachable"), "{report}");
     assert_eq!(
         llm.google_token_requests(),
-        1,
-        "the metadata server was asked once"
+        2,
+        "one metadata-server token per Vertex model"
     );
+    // Claude's probe was a valid Vertex rawPredict request.
+    assert_eq!(llm.request_count(), 1);
     let _ = std::fs::remove_file(list);
 }
