@@ -108,7 +108,7 @@ async fn probe_google(
 ) -> Probe {
     let mut builder = model.authorize(builder).timeout(timeout);
     if let super::registry::Auth::Google(auth) = &model.auth {
-        match auth.token(http).await {
+        match auth.token(http, &model.key).await {
             Ok(token) => builder = builder.bearer_auth(token),
             Err(e) => return Probe::Failed(e.to_string()),
         }

@@ -283,6 +283,20 @@ async fn invalid_requests_bad_keys_and_blocked_answers_are_clear_errors() {
         .to_owned();
     assert!(text.contains("SAFETY"), "{text}");
 
+    app.llm
+        .push(Step::error(403, "Permission denied on resource project."));
+    let events = app.chat_sse(&json!({"ask": "q", "stream": true})).await;
+    let text = last_event(&events)["description"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        text.contains("model 'gem'")
+            && text.contains("GEMINI_API_KEY")
+            && text.contains("Permission denied"),
+        "{text}"
+    );
+
     app.llm.set_gemini_api_key("another-key");
     let events = app.chat_sse(&json!({"ask": "q", "stream": true})).await;
     let text = last_event(&events)["description"]

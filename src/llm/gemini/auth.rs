@@ -123,19 +123,24 @@ impl GoogleAuth {
     }
 
     /// A valid access token, fetched when none is cached or the cached one is about to expire.
-    pub async fn token(&self, http: &reqwest::Client) -> Result<String, LlmError> {
+    /// `model` names the model the token is for in errors.
+    pub async fn token(&self, http: &reqwest::Client, model: &str) -> Result<String, LlmError> {
         let mut cached = self.cached.lock().await;
         if let Some((token, expires)) = cached.as_ref()
             && Instant::now() + REFRESH_MARGIN < *expires
         {
             return Ok(token.clone());
         }
-        let (token, lifetime) = self.fetch(http).await?;
+        let (token, lifetime) = self.fetch(http, model).await?;
         *cached = Some((token.clone(), Instant::now() + lifetime));
         Ok(token)
     }
 
-    async fn fetch(&self, http: &reqwest::Client) -> Result<(String, Duration), LlmError> {
+    async fn fetch(
+        &self,
+        http: &reqwest::Client,
+        model: &str,
+    ) -> Result<(String, Duration), LlmError> {
         let (url, request) = match &self.source {
             Source::ServiceAccount {
                 email,
@@ -163,7 +168,7 @@ impl GoogleAuth {
         };
         let failed = |message: String| LlmError::Auth {
             status: 401,
-            model: "(Google credentials)".into(),
+            model: model.to_owned(),
             message: format!("cannot get an access token from {url}: {message}"),
         };
         let response = request

@@ -58,7 +58,7 @@ pub async fn with_google_token(
     model: &ModelConfig,
 ) -> Result<Option<String>, LlmError> {
     match &model.auth {
-        Auth::Google(auth) => auth.token(transport.http()).await.map(Some),
+        Auth::Google(auth) => auth.token(transport.http(), &model.key).await.map(Some),
         _ => Ok(None),
     }
 }

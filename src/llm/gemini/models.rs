@@ -17,6 +17,7 @@ pub const AI_STUDIO_BASE: &str = "https://generativelanguage.googleapis.com";
 /// The variable a `gemini/` entry's key falls back to (LiteLLM's).
 pub const KEY_VAR: &str = "GEMINI_API_KEY";
 const DEFAULT_LOCATION: &str = "us-central1";
+const VERTEX_KEYS: &[&str] = &["vertex_project", "vertex_location", "vertex_credentials"];
 const STREAM_SUFFIX: &str = ":streamGenerateContent?alt=sse";
 
 /// The model's own URL (`models.get`), for `triage check`.
@@ -49,6 +50,11 @@ pub fn resolve(
             .map(str::to_owned)
     };
     if provider == "gemini" {
+        if let Some(key) = VERTEX_KEYS.iter().find(|k| entry.extra.contains_key(**k)) {
+            return Err(format!(
+                "`{key}` is for vertex_ai/ models; remove it from this entry"
+            ));
+        }
         let key = entry
             .api_key
             .clone()
@@ -63,6 +69,13 @@ pub fn resolve(
             format!("{base}/v1beta/models/{name}{STREAM_SUFFIX}"),
             Auth::GoogleApiKey(key),
         ));
+    }
+    if entry.api_key.is_some() {
+        return Err(
+            "vertex_ai/ models authenticate with Google credentials (vertex_credentials, \
+                    GOOGLE_APPLICATION_CREDENTIALS or workload identity), not api_key"
+                .into(),
+        );
     }
     let project = extra("vertex_project")
         .or_else(|| env("VERTEXAI_PROJECT"))
@@ -133,5 +146,9 @@ mod tests {
         assert_eq!(g.max_output_tokens, 65_536);
         let err = registry("[models.v]\nmodel = \"vertex_ai/gemini-2.5-pro\"\n").unwrap_err();
         assert!(err.contains("vertex_project"), "{err}");
+        let err = registry("[models.v]\nmodel = \"vertex_ai/gemini-2.5-pro\"\nvertex_project = \"p\"\napi_key = \"k\"\n").unwrap_err();
+        assert!(err.contains("not api_key"), "{err}");
+        let err = registry("[models.g]\nmodel = \"gemini/gemini-2.5-pro\"\napi_key = \"k\"\nvertex_location = \"x\"\n").unwrap_err();
+        assert!(err.contains("`vertex_location` is for vertex_ai/"), "{err}");
     }
 }
