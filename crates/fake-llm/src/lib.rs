@@ -16,6 +16,11 @@
 //! Anthropic does (HTTP 400 `invalid_request_error`), every request the real API refuses
 //! (headers, alternation, tool pairing, empty text, thinking signatures…), and answers in
 //! Anthropic's SSE events or message JSON (see `anthropic/`).
+//!
+//! Gemini (`/v1beta/models/{m}:streamGenerateContent?alt=sse`), Vertex AI
+//! (`/v1/projects/{p}/locations/{l}/publishers/{google|anthropic}/models/{m}:…`) and Google's
+//! token endpoints (`/token`, the metadata server's path) answer from the same script, refusing
+//! what Gemini and Vertex refuse (see `gemini/`).
 
 pub(crate) mod anthropic;
 mod gemini;
