@@ -588,3 +588,39 @@ async fn check_probes_gemini_and_vertex_through_the_metadata_server() {
     assert_eq!(llm.request_count(), 1);
     let _ = std::fs::remove_file(list);
 }
+
+#[tokio::test]
+async fn an_error_before_any_output_is_retried_and_a_leaving_client_cancels() {
+    let app = gemini("").await;
+    app.llm.push(Step::FailMidStream {
+        content: String::new(),
+        kind: "internal".into(),
+        message: "Internal error encountered.".into(),
+    });
+    app.llm.push(Step::text("Recovered."));
+    let events = app.chat_sse(&json!({"ask": "q", "stream": true})).await;
+    assert_eq!(last_event(&events)["analysis"], "Recovered.", "{events:#?}");
+    assert_eq!(app.llm.request_count(), 2);
+
+    app.llm.push(Step::Paced {
+        before: std::time::Duration::ZERO,
+        between_chunks: std::time::Duration::from_millis(100),
+        step: Box::new(Step::text(&"word ".repeat(100))),
+    });
+    let resp = app.post_chat(&json!({"ask": "q", "stream": true})).await;
+    assert_eq!(resp.status(), 200);
+    assert!(
+        app.llm
+            .wait_for_requests(3, std::time::Duration::from_secs(5))
+            .await
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(app.llm.cancellations(), 0);
+    drop(resp);
+    assert!(
+        app.llm
+            .wait_for_cancellations(1, std::time::Duration::from_secs(2))
+            .await,
+        "the Gemini call kept running after the client left"
+    );
+}
