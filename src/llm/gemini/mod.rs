@@ -5,7 +5,8 @@
 //! signatures were dropped), function-call ids, and the cached and thinking token counts.
 //! One concept per file: `contents.rs` (our history as contents), `schema.rs` (tool schemas in
 //! Gemini's subset), `request.rs` (the body), `stream.rs` (the answer as fragments),
-//! `auth.rs` (Vertex tokens), `models.rs` (what an entry resolves to). `vertex_ai/claude-…` goes to the Anthropic provider.
+//! `auth.rs` (Vertex tokens), `models.rs` (what an entry resolves to). `vertex_ai/claude-…`
+//! goes to the Anthropic provider.
 
 pub mod auth;
 mod contents;
@@ -52,7 +53,7 @@ pub fn retry_info(error: &Value) -> Option<Duration> {
         .map(|s| Duration::from_secs_f64(s.min(3600.0)))
 }
 
-/// The request with the model's Google OAuth token, when it has Google credentials.
+/// The model's Google OAuth token, when it has Google credentials.
 pub async fn with_google_token(
     transport: &Transport,
     model: &ModelConfig,
