@@ -75,7 +75,22 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
     for value in settings.toolsets.prometheus.headers.values() {
         secrets.extend(header_secrets(value));
     }
+    // MCP servers' headers and credential-like `env` entries, as sent (variables expanded).
+    let lookup = |k: &str| std::env::var(k).ok();
+    for server in settings.mcp_servers.values() {
+        let c = &server.config;
+        for value in c.headers.values() {
+            let value = crate::tools::mcp::config::expand_env(value, &lookup);
+            secrets.extend(value.iter().flat_map(|v| header_secrets(v)));
+        }
+        let env = c.env.iter().filter_map(|(k, v)| {
+            let value = crate::tools::mcp::config::expand_env(v, &lookup).ok()?;
+            Some((k.clone(), value))
+        });
+        secrets.extend(env_secrets(env));
+    }
     secrets.extend(env_secrets(std::env::vars()));
+    secrets.extend(yaml_toolset_secrets(settings));
     // A model's `vertex_credentials` is a key file's path or its JSON: its private key too.
     for value in models.credentials() {
         if value.trim_start().starts_with('{') || std::path::Path::new(value.trim()).is_file() {
@@ -195,6 +210,25 @@ fn env_secrets(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
     .collect()
 }
 
+/// YAML toolsets' header values (`${VAR}` resolved) and their `env` entries named like
+/// credentials.
+fn yaml_toolset_secrets(settings: &Settings) -> Vec<String> {
+    let lookup = |var: &str| std::env::var(var).ok();
+    let expand = |v: &str| crate::tools::yaml::expand_env(v, &lookup);
+    let mut out = Vec::new();
+    for toolset in settings.yaml_toolsets.values() {
+        for tool in &toolset.tools {
+            for value in tool.headers.values() {
+                out.extend(header_secrets(&expand(value)));
+            }
+        }
+        out.extend(env_secrets(
+            toolset.env.iter().map(|(k, v)| (k.clone(), expand(v))),
+        ));
+    }
+    out
+}
+
 fn looks_like_a_secret(value: &str) -> bool {
     let value = value.trim();
     value.len() >= 8
@@ -244,6 +278,20 @@ fn credentials_file_secrets(value: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mcp_headers_and_credential_env_are_secrets() {
+        let settings = Settings::from_toml(
+            "[mcp_servers.a]\nconfig = { url = \"http://h\", headers = { Authorization = \"Bearer mcp-bearer-token-1\" } }\n\
+             [mcp_servers.b]\nconfig = { command = \"x\", env = { API_TOKEN = \"mcp-env-token-22\", TZ = \"Europe/Paris\" } }\n",
+        )
+        .expect("settings");
+        let models = ModelRegistry::from_settings(&settings).expect("models");
+        let secrets = known_secrets(&settings, &models);
+        assert!(secrets.iter().any(|s| s == "mcp-bearer-token-1"));
+        assert!(secrets.iter().any(|s| s == "mcp-env-token-22"));
+        assert!(!secrets.iter().any(|s| s == "Europe/Paris"));
+    }
 
     #[test]
     fn credential_variables_by_list_and_by_name() {

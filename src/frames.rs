@@ -48,6 +48,7 @@ pub fn frame(event: AgentEvent) -> Result<Option<StreamEvent>, AgentEvent> {
         }),
         AgentEvent::CompactionStarted(c) => StreamEvent::CompactionStart(compaction_start(&c)),
         AgentEvent::Compacted(report) => StreamEvent::Compacted(Box::new(compacted(*report))),
+        AgentEvent::ModelFallback(fallback) => StreamEvent::ModelFallback(fallback),
         other => return Err(other),
     }))
 }

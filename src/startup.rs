@@ -68,7 +68,21 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     }
     let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings))?;
     sandbox.log_summary();
-    let tools = load_tools(settings, &sandbox).await?.with_sandbox(sandbox);
+    let mut tools = load_tools(settings, &sandbox).await?;
+    let mut mcp_prompts = Vec::new();
+    if !settings.mcp_servers.is_empty() {
+        let started = Instant::now();
+        let hub = tools::mcp::McpHub::start(&settings.mcp_servers, &sandbox)?;
+        // Slow servers join when they are ready: start-up waits only briefly.
+        hub.wait_for_first_attempts(tools::mcp::STARTUP_WAIT).await;
+        for s in hub.statuses() {
+            tracing::info!(mcp_server = %s.name, status = ?s.status, tools = s.tool_count,
+                waited_ms = started.elapsed().as_millis() as u64, "MCP server at start-up");
+        }
+        mcp_prompts = hub.prompt_sections();
+        tools = tools.with_mcp(hub);
+    }
+    let tools = tools.with_sandbox(sandbox);
     let inputs = PromptInputs {
         cluster_name: settings.prompts.cluster_name.clone(),
         system_prompt_additions: settings.prompts.system_prompt_additions.clone(),
@@ -80,6 +94,11 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
                 name: t.name.clone(),
                 instructions: t.instructions.clone(),
             })
+            .chain(
+                mcp_prompts
+                    .into_iter()
+                    .map(|(name, instructions)| ToolsetPrompt { name, instructions }),
+            )
             .collect(),
         disabled_toolsets: tools
             .toolsets()
@@ -230,6 +249,7 @@ fn triage_files(settings: &Settings) -> Vec<std::path::PathBuf> {
             .map(std::path::PathBuf::from),
     )
     .chain(credential_files)
+    .chain(settings.holmes.files.iter().cloned())
     .map(|file| std::path::absolute(&file).unwrap_or(file))
     .collect()
 }
@@ -273,13 +293,33 @@ async fn load_tools(settings: &Settings, sandbox: &Sandbox) -> Result<ToolRegist
         tools::kubernetes::toolset(&cfg.kubernetes, sandbox),
         tools::prometheus::toolset(&cfg.prometheus, &http),
     );
-    let toolsets = vec![
+    let mut toolsets = vec![
         tools::core_toolset(),
         tools::bash::toolset(&bash_settings(settings), sandbox),
         kubernetes,
         prometheus,
         tools::internet::toolset(&cfg.internet, &http),
     ];
+    toolsets.extend(tools::skills::toolset(&settings.skills));
+    let lookup = |var: &str| std::env::var(var).ok();
+    let shared = tools::yaml::Shared {
+        sandbox,
+        memory_limit_mb: cfg.bash.memory_limit_mb,
+        lookup: &lookup,
+    };
+    let yaml = tools::yaml::toolsets(&settings.yaml_toolsets, &shared)
+        .await
+        .map_err(|e| ConfigError::Invalid(format!("yaml_toolsets: {e}")))?;
+    toolsets.extend(yaml);
+    // Asked for in HolmesGPT's files, not available here: reported like any other toolset.
+    toolsets.extend(
+        settings
+            .holmes
+            .unavailable
+            .iter()
+            .map(|(name, reason)| tools::Toolset::unavailable(name, reason.clone())),
+    );
+    check_unique_names(&toolsets)?;
     for t in &toolsets {
         match &t.status {
             ToolsetStatus::Enabled => {
@@ -294,6 +334,36 @@ async fn load_tools(settings: &Settings, sandbox: &Sandbox) -> Result<ToolRegist
         }
     }
     Ok(ToolRegistry::new(toolsets))
+}
+
+/// Two toolsets with one name, or two enabled tools with one name, would make calls
+/// ambiguous: refused at start-up, naming them.
+fn check_unique_names(toolsets: &[tools::Toolset]) -> Result<(), StartupError> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut tool_names = std::collections::BTreeMap::new();
+    for t in toolsets {
+        if !names.insert(t.name.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "two toolsets are named `{}`: rename the custom one",
+                t.name
+            ))
+            .into());
+        }
+        if t.status != ToolsetStatus::Enabled {
+            continue;
+        }
+        for tool in &t.tools {
+            if let Some(other) = tool_names.insert(tool.name().to_owned(), t.name.clone()) {
+                return Err(ConfigError::Invalid(format!(
+                    "toolsets `{other}` and `{}` both have a tool named `{}`",
+                    t.name,
+                    tool.name()
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Tools run as triage's user, and a process may read its own user's `/proc/PID/environ` and

@@ -253,6 +253,8 @@ impl Agent {
                 masker.mask(&mut done.output.data);
                 masker.mask_opt(&mut done.output.error);
                 masker.mask(&mut done.description);
+                // A YAML tool's command may hold a `${VAR}` its file expanded.
+                masker.mask_opt(&mut done.output.invocation);
             }
         }
         let tok = s.model.tokenizer;

@@ -7,7 +7,7 @@ use super::state::PendingCall;
 use super::usage::UsageReport;
 use crate::tools::ToolOutcome;
 use crate::wire::Message;
-use crate::wire::response::{ResponseFormatReport, Usage};
+use crate::wire::response::{ModelFallback, ResponseFormatReport, Usage};
 
 #[derive(Debug, Clone)]
 pub enum AgentEvent {
@@ -31,6 +31,8 @@ pub enum AgentEvent {
     },
     /// triage's own note to the user (the history was compacted, the context is full).
     Notice(String),
+    /// The model asked for was out; one of its fallbacks answered this call.
+    ModelFallback(ModelFallback),
     ToolStarted {
         call_id: String,
         tool_name: String,
@@ -89,6 +91,8 @@ pub struct Answer {
     /// Set when a `response_format` was enforced.
     pub format: Option<ResponseFormatReport>,
     pub usage: UsageReport,
+    /// The calls of this run a fallback model answered.
+    pub fallbacks: Vec<ModelFallback>,
 }
 
 /// What a compaction did.

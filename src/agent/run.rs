@@ -114,6 +114,8 @@ pub(super) struct Live {
     pub slot: Option<OwnedSemaphorePermit>,
     /// Main-loop LLM calls made by this run.
     pub llm_calls: u32,
+    /// The calls of this run a fallback model answered, for the answer's metadata.
+    pub fallbacks: Vec<crate::wire::response::ModelFallback>,
 }
 
 impl Live {
@@ -145,6 +147,7 @@ impl Live {
             tool_headers,
             slot,
             llm_calls: 0,
+            fallbacks: Vec::new(),
         }
     }
 

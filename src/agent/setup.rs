@@ -91,8 +91,10 @@ impl Agent {
     ) -> Result<(Option<Arc<RawValue>>, u32), RunError> {
         let builtin = self.tools.definitions();
         let builtin_tokens = self.tools.definitions_tokens(model.tokenizer);
+        // One look at the catalog: MCP tools may change between two.
+        let no_builtin = builtin.get() == "[]";
         if frontend_defs.is_empty() {
-            let defs = (!self.tools.is_empty()).then(|| builtin.clone());
+            let defs = (!no_builtin).then(|| builtin.clone());
             return Ok((defs, builtin_tokens));
         }
         let internal = |e: serde_json::Error| {
@@ -104,7 +106,7 @@ impl Agent {
         let extra = serde_json::to_string(frontend_defs).map_err(internal)?;
         let extra_tokens = model.tokenizer.count(&extra);
         let base = builtin.get();
-        let combined = if self.tools.is_empty() {
+        let combined = if no_builtin {
             extra
         } else {
             // "[a,b]" + "[c]" → "[a,b,c]"

@@ -17,7 +17,7 @@ use super::structured::{FormatCheck, repair_prompt};
 use crate::context::tokens::count_message;
 use crate::llm::{Completion, CompletionRequest, LlmError};
 use crate::wire::Message;
-use crate::wire::response::ResponseFormatReport;
+use crate::wire::response::{ModelFallback, ResponseFormatReport};
 
 impl Agent {
     /// Accepts a run: compiles its config, renders the user's message, reserves one of the
@@ -205,12 +205,29 @@ impl Agent {
         );
         reply.set_thinking_blocks(completion.thinking_blocks.clone());
         let prompt = live.conv.total() + s.tools_tokens;
+        // Priced as the model that answered.
+        let answered_by = completion
+            .fallback
+            .as_ref()
+            .map_or(&s.model, |fallback| &fallback.model);
         live.state.usage.record_or_estimate(
             completion.usage,
             prompt,
             || count_message(s.model.tokenizer, &reply).total(),
-            &s.model,
+            answered_by,
         );
+        if let Some(fallback) = &completion.fallback {
+            let mut reason = fallback.reason.clone();
+            self.masker.mask(&mut reason);
+            s.masker.mask(&mut reason);
+            let note = ModelFallback {
+                requested_model: s.model.key.clone(),
+                model: fallback.model.key.clone(),
+                reason,
+            };
+            live.fallbacks.push(note.clone());
+            live.emit.emit(AgentEvent::ModelFallback(note));
+        }
         Ok((completion, reply))
     }
 
@@ -266,6 +283,7 @@ impl Agent {
             finish_reason: completion.finish_reason,
             format,
             usage,
+            fallbacks: std::mem::take(&mut live.fallbacks),
         })))
     }
 

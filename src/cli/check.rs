@@ -102,6 +102,29 @@ pub async fn check(settings: &Settings) -> ExitCode {
         };
         println!("  {:<20} {status}", t.name);
     }
+    if let Some(hub) = agent.tools.mcp() {
+        println!("mcp servers:");
+        for s in hub.statuses() {
+            let error = s
+                .last_error
+                .map(|e| format!(", last error: {e}"))
+                .unwrap_or_default();
+            let rejected = match s.rejected_tools.len() {
+                0 => String::new(),
+                n => format!(", {n} tools rejected"),
+            };
+            println!(
+                "  {:<20} {} ({}, {} tools{rejected}{error})",
+                s.name,
+                serde_json::to_value(s.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                s.mode,
+                s.tool_count
+            );
+        }
+    }
     if models.is_empty() {
         ExitCode::from(EXIT_USAGE)
     } else if default_failed {

@@ -460,6 +460,12 @@ impl Progress {
                     eprintln!("{}", terminal::clean_text(&c.content))
                 }
                 StreamEvent::Compacted(c) => eprintln!("{}", terminal::clean_text(&c.content)),
+                StreamEvent::ModelFallback(f) => eprintln!(
+                    "model {} unavailable, answered by {}: {}",
+                    terminal::clean_line(&f.requested_model),
+                    terminal::clean_line(&f.model),
+                    terminal::clean_line(first_line(&f.reason))
+                ),
                 StreamEvent::ApprovalRequired(p) => return Outcome::Paused(*p),
                 StreamEvent::AnswerEnd(end) => {
                     let u = end.metadata.usage;

@@ -7,7 +7,7 @@ use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 
 use super::env::{CLI_ONLY_VARS, HOLMES_ENV, check_env_model_vars, env_hint};
-use super::{ConfigError, Settings};
+use super::{ConfigError, HolmesFiles, Settings};
 
 const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
 
@@ -16,6 +16,11 @@ impl Settings {
     /// fallback.
     pub fn load(file: Option<&Path>) -> Result<Settings, ConfigError> {
         let mut figment = Figment::from(Toml::string(DEFAULT_TOML));
+        // HolmesGPT's files sit below triage's own: a key set in both is triage's.
+        let (holmes_layers, holmes_report) = super::holmes::read(&HolmesFiles::from_env())?;
+        for layer in holmes_layers {
+            figment = figment.merge(layer);
+        }
         let file = file
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("TRIAGE_CONFIG").map(PathBuf::from));
@@ -52,6 +57,7 @@ impl Settings {
             ConfigError::Invalid(format!("{message}{}", env_hint(&message)))
         })?;
         settings.model_order = model_order;
+        settings.holmes = holmes_report;
         settings.validate()?;
         settings.config_file = file;
         Ok(settings)
@@ -64,12 +70,23 @@ impl Settings {
 
     /// Like `from_toml`, with several layers, later ones winning key by key.
     pub fn from_toml_layers(layers: &[&str]) -> Result<Settings, ConfigError> {
+        Settings::from_holmes_and_toml(&HolmesFiles::default(), layers)
+    }
+
+    /// HolmesGPT's files `holmes` names, then TOML layers (tests: no environment is read).
+    pub fn from_holmes_and_toml(
+        holmes: &HolmesFiles,
+        layers: &[&str],
+    ) -> Result<Settings, ConfigError> {
+        let (holmes_layers, holmes_report) = super::holmes::read(holmes)?;
+        let figment = holmes_layers
+            .into_iter()
+            .fold(Figment::from(Toml::string(DEFAULT_TOML)), Figment::merge);
         let figment = layers
             .iter()
-            .fold(Figment::from(Toml::string(DEFAULT_TOML)), |f, layer| {
-                f.merge(Toml::string(layer))
-            });
+            .fold(figment, |f, layer| f.merge(Toml::string(layer)));
         let mut settings: Settings = figment.extract()?;
+        settings.holmes = holmes_report;
         settings.model_order = models_in_file_order(layers);
         settings.validate()?;
         Ok(settings)
@@ -218,6 +235,9 @@ impl Settings {
             ));
         }
         crate::webhooks::config::validate(&self.webhooks).map_err(ConfigError::Invalid)?;
+        for (name, server) in &self.mcp_servers {
+            server.check(name).map_err(ConfigError::Invalid)?;
+        }
         for (key, entry) in &self.models {
             if entry.model.trim().is_empty() {
                 return Err(ConfigError::Invalid(format!(

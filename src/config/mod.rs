@@ -6,9 +6,13 @@
 //! HolmesGPT's variables.
 
 mod env;
+mod holmes;
+mod holmes_toolsets;
 mod load;
 
 pub use env::{CLI_ONLY_VARS, HOLMES_ENV};
+pub use holmes::{HolmesFiles, HolmesReport};
+pub use holmes_toolsets::BUILTIN_EQUIVALENTS;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,11 +37,21 @@ pub struct Settings {
     pub toolsets: ToolsetSettings,
     #[serde(default)]
     pub sandbox: crate::sandbox::SandboxSettings,
+    /// MCP servers as toolsets, in HolmesGPT's `mcp_servers` shape.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, crate::tools::mcp::McpServerSettings>,
     #[serde(default)]
     pub conversations: ConversationSettings,
     /// Receivers of conversation updates (`[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<crate::webhooks::WebhookSettings>,
+    /// Custom toolsets in HolmesGPT's YAML format (`[yaml_toolsets.<name>]`; HolmesGPT's
+    /// config files add theirs).
+    #[serde(default)]
+    pub yaml_toolsets: BTreeMap<String, crate::tools::yaml::YamlToolsetDef>,
+    /// `SKILL.md` directories (HolmesGPT's `custom_skill_paths`).
+    #[serde(default)]
+    pub skills: crate::tools::skills::SkillSettings,
     #[serde(default)]
     pub models: BTreeMap<String, ModelEntry>,
     /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
@@ -53,6 +67,9 @@ pub struct Settings {
     /// commands may not name it.
     #[serde(skip)]
     pub config_file: Option<PathBuf>,
+    /// HolmesGPT's config files read, and what they asked for that triage does not have.
+    #[serde(skip)]
+    pub holmes: HolmesReport,
     /// `[models.*]` keys in the order the config file lists them (the map above is sorted).
     #[serde(skip)]
     pub model_order: Vec<String>,
@@ -293,6 +310,10 @@ pub struct ModelEntry {
     pub input_cost_per_token: Option<f64>,
     #[serde(default)]
     pub output_cost_per_token: Option<f64>,
+    /// Model keys tried in order when this model's provider is out (5xx, 529, no connection,
+    /// timeout before any output).
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

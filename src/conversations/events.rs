@@ -72,6 +72,7 @@ pub fn stored(event: AgentEvent) -> Option<NewEvent> {
             let mut metadata = frames::metadata(&answer.usage);
             metadata.finish_reason = answer.finish_reason;
             metadata.response_format = answer.format;
+            metadata.model_fallbacks = answer.fallbacks;
             new_event(
                 "ai_answer_end",
                 AGENT,
@@ -104,6 +105,7 @@ fn from_frame(frame: &StreamEvent) -> NewEvent {
         | StreamEvent::TokenCount(_)
         | StreamEvent::CompactionStart(_)
         | StreamEvent::Compacted(_)
+        | StreamEvent::ModelFallback(_)
         | StreamEvent::Error(_) => ENVIRONMENT,
         _ => AGENT,
     };

@@ -87,6 +87,8 @@ pub struct InfoResponse {
     pub toolsets: Vec<ToolsetInfo>,
     /// The sandbox tool processes run in.
     pub sandbox: Option<SandboxInfo>,
+    /// Each `[mcp_servers]` entry: its session, tools and last error.
+    pub mcp_servers: Vec<crate::tools::mcp::McpServerStatus>,
 }
 
 #[derive(Serialize, JsonSchema)]

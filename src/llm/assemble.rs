@@ -113,6 +113,7 @@ impl Assembler {
             thinking_blocks: self.thinking_blocks,
             usage: self.usage,
             finish_reason: self.finish_reason,
+            fallback: None,
         }
     }
 }

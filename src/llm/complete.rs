@@ -9,7 +9,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::assemble::Assembler;
 use super::error::LlmError;
-use super::provider::{Completion, CompletionRequest, Fragment, Provider};
+use super::provider::{AnsweredByFallback, Completion, CompletionRequest, Fragment, Provider};
 use super::registry::{Api, ModelConfig};
 
 /// The providers, chosen per model, and the bounds every call gets.
@@ -78,22 +78,70 @@ impl Llm {
     }
 
     /// One completion. `slot` is a call slot the caller reserved earlier (else one is waited
-    /// for, boundedly); `on_text` receives each piece of answer text as it arrives.
+    /// for, boundedly); `on_text` receives each piece of answer text as it arrives. When the
+    /// model's provider is out before it sent anything, the model's `fallbacks` are tried in
+    /// order; the completion then names the one that answered.
     pub async fn complete(
         &self,
         request: &CompletionRequest<'_>,
         slot: Option<OwnedSemaphorePermit>,
         mut on_text: impl FnMut(&str) + Send,
     ) -> Result<Completion, LlmError> {
+        let (mut error, output_seen) = match self.complete_one(request, slot, &mut on_text).await {
+            Ok(completion) => return Ok(completion),
+            Err(failed) => failed,
+        };
+        if output_seen {
+            return Err(error);
+        }
+        for fallback in &request.model.fallbacks {
+            if !super::fallbacks::is_outage(&error) {
+                break;
+            }
+            tracing::warn!(
+                model = %request.model.key, fallback = %fallback.key, error = %error,
+                "model unavailable: moving to its fallback"
+            );
+            let moved = CompletionRequest {
+                model: fallback,
+                messages: request.messages,
+                tools: request.tools,
+                allow_tool_calls: request.allow_tool_calls,
+                response_format: request.response_format,
+            };
+            match self.complete_one(&moved, None, &mut on_text).await {
+                Ok(mut completion) => {
+                    completion.fallback = Some(AnsweredByFallback {
+                        model: fallback.clone(),
+                        reason: error.to_string(),
+                    });
+                    return Ok(completion);
+                }
+                Err((next, true)) => return Err(next),
+                Err((next, false)) => error = next,
+            }
+        }
+        Err(error)
+    }
+
+    /// One model's answer; on failure, the error and whether anything had arrived (then no
+    /// fallback may answer instead: the client may have seen part of this one).
+    async fn complete_one(
+        &self,
+        request: &CompletionRequest<'_>,
+        slot: Option<OwnedSemaphorePermit>,
+        on_text: &mut (impl FnMut(&str) + Send),
+    ) -> Result<Completion, (LlmError, bool)> {
         let model = request.model;
         let _slot = match slot {
             Some(permit) => permit,
             None => model
                 .reserve_slot_within(self.slot_wait)
                 .await
-                .ok_or_else(|| LlmError::Overloaded(model.key.clone()))?,
+                .ok_or_else(|| (LlmError::Overloaded(model.key.clone()), false))?,
         };
         let started = Instant::now();
+        let mut output_seen = false;
         let call = async {
             // A runaway answer (a server that never stops) is cut at twice the output budget;
             // four bytes a token is a generous estimate that needs no tokenizer here.
@@ -104,6 +152,7 @@ impl Llm {
             let mut answer = Assembler::default();
             while let Some(fragment) = fragments.next().await {
                 let fragment = fragment?;
+                output_seen = true;
                 if let Fragment::Text(text) = &fragment {
                     on_text(text);
                 }
@@ -126,7 +175,7 @@ impl Llm {
                 )))
             });
         record_metrics(&model.key, started.elapsed(), &result);
-        result
+        result.map_err(|e| (e, output_seen))
     }
 }
 

@@ -17,20 +17,21 @@ pub const OWN_KEYS: &[&str] = &[
     "vision",
     "input_cost_per_token",
     "output_cost_per_token",
+    "fallbacks",
 ];
+
+/// Keys the registry reads into `ModelConfig`'s own fields, translated per provider.
+pub const TYPED_KEYS: &[&str] = &["top_p", "reasoning_effort", "thinking"];
 
 /// Keys sent unchanged in the chat-completions body.
 pub const BODY_KEYS: &[&str] = &[
-    "top_p",
     "seed",
     "stop",
     "presence_penalty",
     "frequency_penalty",
-    "reasoning_effort",
     "max_completion_tokens",
     "parallel_tool_calls",
     "user",
-    "thinking",
     "extra_body",
 ];
 
@@ -49,6 +50,7 @@ pub const NO_EFFECT_KEYS: &[&str] = &["allowed_openai_params"];
 pub fn valid_keys() -> Vec<&'static str> {
     OWN_KEYS
         .iter()
+        .chain(TYPED_KEYS)
         .chain(BODY_KEYS)
         .chain(PROVIDER_KEYS)
         .chain([&HEADERS_KEY])
@@ -61,7 +63,8 @@ pub fn valid_keys() -> Vec<&'static str> {
 /// `[models.fast]`.
 pub fn check_extra_keys(entry: &str, extra: &Map<String, Value>) -> Result<(), String> {
     let accepted = |k: &str| {
-        BODY_KEYS.contains(&k)
+        TYPED_KEYS.contains(&k)
+            || BODY_KEYS.contains(&k)
             || PROVIDER_KEYS.contains(&k)
             || k == HEADERS_KEY
             || NO_EFFECT_KEYS.contains(&k)
@@ -71,6 +74,26 @@ pub fn check_extra_keys(entry: &str, extra: &Map<String, Value>) -> Result<(), S
             "unknown key `{unknown}` in model entry {entry}. Valid keys: {}",
             valid_keys().join(", ")
         ));
+    }
+    let wrong_type = |key: &str, expected: &str| {
+        Err(format!("`{key}` in model entry {entry} must be {expected}"))
+    };
+    match extra.get("top_p") {
+        None | Some(Value::Number(_)) => {}
+        Some(_) => return wrong_type("top_p", "a number"),
+    }
+    match extra.get("reasoning_effort") {
+        None | Some(Value::String(_)) => {}
+        Some(_) => return wrong_type("reasoning_effort", "a string (low, medium, high…)"),
+    }
+    match extra.get("thinking") {
+        None | Some(Value::Object(_)) => {}
+        Some(_) => {
+            return wrong_type(
+                "thinking",
+                "a table, e.g. { type = \"enabled\", budget_tokens = 4096 }",
+            );
+        }
     }
     match extra.get(HEADERS_KEY) {
         None => Ok(()),
@@ -99,8 +122,8 @@ pub fn body_params(extra: &Map<String, Value>) -> Map<String, Value> {
         .collect()
 }
 
-/// The `extra_headers` of an entry, as (name, value) pairs.
-pub fn headers(extra: &Map<String, Value>) -> Vec<(String, String)> {
+/// The `extra_headers` of an entry.
+pub fn headers(extra: &Map<String, Value>) -> std::collections::BTreeMap<String, String> {
     extra
         .get(HEADERS_KEY)
         .and_then(Value::as_object)
@@ -144,8 +167,23 @@ mod tests {
         }));
         check_extra_keys("[models.x]", &extra).unwrap();
         let body = body_params(&extra);
-        assert_eq!(body.len(), 2);
-        assert_eq!(headers(&extra), [("x-team".to_owned(), "sre".to_owned())]);
+        assert!(
+            body.is_empty(),
+            "typed keys are not passed unchanged: {body:?}"
+        );
+        assert_eq!(headers(&extra)["x-team"], "sre");
+    }
+
+    #[test]
+    fn typed_keys_are_checked() {
+        for (key, bad) in [
+            ("top_p", json!("high")),
+            ("reasoning_effort", json!(3)),
+            ("thinking", json!(true)),
+        ] {
+            let err = check_extra_keys("[models.x]", &map(json!({ key: bad }))).unwrap_err();
+            assert!(err.contains(&format!("`{key}`")), "{err}");
+        }
     }
 
     #[test]

@@ -3,13 +3,18 @@
 
 pub mod anthropic;
 mod assemble;
+mod auth;
+pub mod catalog;
 mod complete;
 pub mod entry_keys;
 mod error;
 mod event_limit;
+pub mod fallbacks;
 pub mod gemini;
 mod openai;
 mod openai_chunk;
+mod params;
+pub mod prefixes;
 pub mod probe;
 mod provider;
 pub mod registry;

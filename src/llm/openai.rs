@@ -33,7 +33,15 @@ struct RequestBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<&'a Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<&'a Value>,
     #[serde(flatten)]
@@ -64,6 +72,7 @@ impl OpenAiClient {
 
     fn encode(&self, req: &CompletionRequest<'_>) -> Result<bytes::Bytes, LlmError> {
         let m = req.model;
+        let explicit_completion_tokens = m.extra_params.contains_key("max_completion_tokens");
         let body = RequestBody {
             model: &m.wire_model,
             messages: LlmMessages(req.messages),
@@ -76,7 +85,16 @@ impl OpenAiClient {
                 include_usage: true,
             },
             temperature: m.temperature,
-            max_tokens: m.max_tokens,
+            top_p: m.top_p,
+            // An entry's own `max_completion_tokens` is sent as written instead.
+            max_tokens: m
+                .max_tokens
+                .filter(|_| !m.uses_max_completion_tokens && !explicit_completion_tokens),
+            max_completion_tokens: m
+                .max_tokens
+                .filter(|_| m.uses_max_completion_tokens && !explicit_completion_tokens),
+            reasoning_effort: m.reasoning_effort.as_deref(),
+            thinking: m.thinking.as_ref(),
             response_format: req.response_format,
             extra: &m.extra_params,
         };

@@ -63,6 +63,16 @@ pub struct Completion {
     /// As reported by the provider; `None` when it sent no usage.
     pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
+    /// Set when the model asked for was out and one of its fallbacks answered.
+    pub fallback: Option<AnsweredByFallback>,
+}
+
+/// Which fallback answered, and why the model asked for did not.
+#[derive(Debug, Clone)]
+pub struct AnsweredByFallback {
+    pub model: std::sync::Arc<ModelConfig>,
+    /// The last outage before this model answered.
+    pub reason: String,
 }
 
 pub trait Provider: Send + Sync {

@@ -1,6 +1,7 @@
 //! The model registry: configured model keys resolved to provider endpoints, context windows
 //! and output budgets, once at start-up.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -12,25 +13,12 @@ use crate::context::tokens::Tokenizer;
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
 const FALLBACK_CONTEXT_WINDOW: u32 = 200_000;
 const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
-const OLLAMA_API_BASE: &str = "http://localhost:11434/v1";
 
 /// Where `openai/` models without an `api_base` go instead of OpenAI: the variables the OpenAI
 /// SDK and LiteLLM (HolmesGPT) read, in LiteLLM's order.
 const OPENAI_BASE_VARS: &[&str] = &["OPENAI_API_BASE", "OPENAI_BASE_URL"];
 
-#[derive(Debug, Clone)]
-pub enum Auth {
-    None,
-    Bearer(String),
-    /// Azure OpenAI's `api-key` header.
-    AzureKey(String),
-    /// Anthropic's `x-api-key` header (with `anthropic-version`).
-    AnthropicKey(String),
-    /// Google AI Studio's `x-goog-api-key` header.
-    GoogleApiKey(String),
-    /// Google OAuth tokens (Vertex AI), added per call by the provider.
-    Google(Arc<super::gemini::auth::GoogleAuth>),
-}
+pub use super::auth::Auth;
 
 /// The wire protocol a model is spoken to in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,22 +43,33 @@ pub struct ModelConfig {
     pub endpoint: String,
     pub auth: Auth,
     pub temperature: Option<f64>,
-    /// Sent as `max_tokens` only when configured: a default could exceed a small server's limit.
+    pub top_p: Option<f64>,
+    /// Sent only when configured: a default could exceed a small server's limit.
     pub max_tokens: Option<u32>,
+    /// OpenAI's o-series and gpt-5 (`openai/`, `azure/` or bare ids): `max_tokens` goes out as
+    /// `max_completion_tokens`, the only name they accept.
+    pub uses_max_completion_tokens: bool,
+    /// The entry's `reasoning_effort`, else REASONING_EFFORT.
+    pub reasoning_effort: Option<String>,
+    /// The entry's `thinking`, else THINKING; `None` where the provider refuses the parameter
+    /// (OpenAI and Azure OpenAI themselves).
+    pub thinking: Option<Value>,
     pub context_window: u32,
     pub max_output_tokens: u32,
     pub vision: bool,
     /// (input, output) dollars per token.
     pub prices: Option<(f64, f64)>,
     pub extra_params: Map<String, Value>,
-    /// The entry's `extra_headers`, sent with every call.
-    pub extra_headers: Vec<(String, String)>,
+    /// The entry's `extra_headers` over EXTRA_HEADERS, sent with every call.
+    pub extra_headers: BTreeMap<String, String>,
     pub tokenizer: Tokenizer,
     /// Calls in flight to this model are bounded (llm.max_concurrent_calls_per_model).
     pub call_slots: Arc<tokio::sync::Semaphore>,
     /// Every credential of this model (its key, credential-like fields of its entry), for the
     /// secret masker.
     pub credentials: Vec<String>,
+    /// Models tried in order when this one's provider is out (`fallbacks`).
+    pub fallbacks: Vec<Arc<ModelConfig>>,
 }
 
 impl ModelConfig {
@@ -88,24 +87,6 @@ impl ModelConfig {
             .await
             .ok()?
             .ok()
-    }
-
-    /// The model's credentials and `extra_headers` on a request to its provider.
-    pub(crate) fn authorize(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let mut builder = match &self.auth {
-            Auth::None => builder,
-            Auth::Bearer(key) => builder.bearer_auth(key),
-            Auth::AzureKey(key) => builder.header("api-key", key),
-            Auth::AnthropicKey(key) => builder
-                .header("x-api-key", key)
-                .header("anthropic-version", super::anthropic::API_VERSION),
-            Auth::GoogleApiKey(key) => builder.header("x-goog-api-key", key),
-            Auth::Google(_) => builder,
-        };
-        for (name, value) in &self.extra_headers {
-            builder = builder.header(name, value);
-        }
-        builder
     }
 }
 
@@ -154,10 +135,15 @@ impl ModelRegistry {
                 },
             ));
         }
+        let defaults = super::params::EnvDefaults::read()?;
         let models = entries
             .into_iter()
-            .map(|(key, entry)| resolve(&key, &entry, settings).map(Arc::new))
+            .map(|(key, entry)| {
+                let fallbacks = entry.fallbacks.clone();
+                resolve(&key, &entry, settings, &defaults).map(|m| (m, fallbacks))
+            })
             .collect::<Result<Vec<_>, _>>()?;
+        let models = super::fallbacks::link(models)?;
         let default_index = match default_key {
             Some(key) => models.iter().position(|m| m.key == key).ok_or_else(|| {
                 ConfigError::Invalid(format!(
@@ -286,7 +272,12 @@ pub fn expand_env_placeholders(text: &str) -> String {
         .into_owned()
 }
 
-fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelConfig, ConfigError> {
+fn resolve(
+    key: &str,
+    entry: &ModelEntry,
+    settings: &Settings,
+    defaults: &super::params::EnvDefaults,
+) -> Result<ModelConfig, ConfigError> {
     let invalid = |msg: String| ConfigError::Invalid(format!("model '{key}': {msg}"));
     let id = entry.model.trim();
     let (provider, name) = match id.split_once('/') {
@@ -340,13 +331,11 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
                 key.map_or(Auth::None, Auth::AzureKey),
             )
         }
-        "openai" | "" | "hosted_vllm" | "ollama" | "ollama_chat" | "openai_like" | "lm_studio"
-        | "llamacpp" => {
+        "openai" | "" => {
             let base = match (&api_base, provider.as_str()) {
                 (Some(b), _) => b.clone(),
-                (None, "ollama" | "ollama_chat") => OLLAMA_API_BASE.to_owned(),
                 (None, "openai") => openai_base(),
-                (None, "") if entry.api_key.is_some() || env_key("OPENAI_API_KEY").is_some() => {
+                (None, _) if entry.api_key.is_some() || env_key("OPENAI_API_KEY").is_some() => {
                     openai_base()
                 }
                 (None, _) => {
@@ -356,7 +345,7 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
                 }
             };
             // OPENAI_API_KEY belongs to the endpoint the OpenAI variables name, never to an
-            // entry's own api_base or to a local Ollama.
+            // entry's own api_base.
             let key = entry.api_key.clone().or_else(|| {
                 (base == openai_base())
                     .then(|| env_key("OPENAI_API_KEY"))
@@ -368,6 +357,13 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
                 key.map_or(Auth::None, Auth::Bearer),
             )
         }
+        known if let Some(prefix) = super::prefixes::find(known) => (
+            prefix.endpoint(api_base.as_deref()).map_err(invalid)?,
+            name.to_owned(),
+            prefix
+                .key(entry.api_key.as_deref())
+                .map_or(Auth::None, Auth::Bearer),
+        ),
         // Any other provider prefix works through an OpenAI-compatible proxy (LiteLLM), which
         // routes on the full id.
         other => {
@@ -384,17 +380,25 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
             )
         }
     };
-    let known = match api {
-        Api::AnthropicMessages => super::anthropic::known_model(name).map(KnownModel::from),
-        Api::GeminiGenerate => super::gemini::known_model(name).map(KnownModel::from),
-        Api::OpenAiChat => known_model(name),
-    };
+    // The model table; an unknown Claude still gets the Messages API's safe output limit, as
+    // that API requires `max_tokens`.
+    let known = super::catalog::lookup(id).or_else(|| {
+        (api == Api::AnthropicMessages)
+            .then(|| super::anthropic::known_model(name))
+            .flatten()
+            .map(|(window, output)| super::catalog::KnownModel {
+                window,
+                output,
+                input: None,
+                price_out: None,
+            })
+    });
     let context_window = entry
         .custom_args
         .as_ref()
         .and_then(|c| c.max_context_size)
         .or(settings.llm.max_context_size)
-        .or(known.map(|k| k.context_window))
+        .or(known.map(|k| k.window))
         .unwrap_or(FALLBACK_CONTEXT_WINDOW);
     if context_window < 1024 {
         return Err(invalid(format!(
@@ -405,18 +409,43 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         .llm
         .max_output_tokens
         .or(entry.max_tokens)
-        .unwrap_or_else(|| default_output_budget(context_window, known.map(|k| k.max_output)));
+        .unwrap_or_else(|| default_output_budget(context_window, known.map(|k| k.output)));
     if api == Api::AnthropicMessages {
-        // The API requires max_tokens: the entry's, else the model's output budget.
-        super::anthropic::check_entry(&entry.extra, entry.max_tokens.unwrap_or(max_output_tokens))
+        // The API requires max_tokens: the entry's, else the model's output budget. THINKING
+        // (HolmesGPT's default for every model) is checked as the entry's own would be.
+        let mut checked = entry.extra.clone();
+        if let Some(thinking) = &defaults.thinking {
+            checked
+                .entry("thinking".to_owned())
+                .or_insert_with(|| thinking.clone());
+        }
+        super::anthropic::check_entry(&checked, entry.max_tokens.unwrap_or(max_output_tokens))
             .map_err(invalid)?;
     }
     let extra_params = super::entry_keys::body_params(&entry.extra);
-    let extra_headers = super::entry_keys::headers(&entry.extra);
+    let mut extra_headers = defaults.extra_headers.clone();
+    extra_headers.extend(super::entry_keys::headers(&entry.extra));
+    if provider == "openrouter" {
+        super::params::openrouter_attribution(&mut extra_headers);
+    }
     let prices = match (entry.input_cost_per_token, entry.output_cost_per_token) {
-        (None, None) => None,
+        (None, None) => known.and_then(|k| k.prices_per_token()),
         (i, o) => Some((i.unwrap_or(0.0), o.unwrap_or(0.0))),
     };
+    // OpenAI itself (and Azure OpenAI) refuse parameters they do not know; a proxy or another
+    // provider takes `thinking`, as LiteLLM does.
+    let at_openai = provider == "azure" || endpoint.starts_with(OPENAI_API_BASE);
+    // OpenAI's parameter names for its reasoning models, wherever they are served: proxies and
+    // OpenAI-compatible servers take `max_completion_tokens` too.
+    let openai_reasoning = matches!(provider.as_str(), "openai" | "" | "azure")
+        && super::params::is_openai_reasoning_model(name);
+    let thinking = entry.extra.get("thinking").or(defaults.thinking.as_ref());
+    if at_openai && entry.extra.contains_key("thinking") {
+        tracing::warn!(
+            model = key,
+            "OpenAI does not take `thinking`; it is not sent"
+        );
+    }
     // litellm-style entries may carry provider credentials beside `api_key`
     // (aws_secret_access_key, vertex_credentials, …).
     let mut credentials: Vec<String> = entry
@@ -425,11 +454,7 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         .filter(|(k, _)| crate::credentials::is_credential_name(k) || k.contains("credentials"))
         .filter_map(|(_, v)| v.as_str().map(str::to_owned))
         .collect();
-    if let Auth::Bearer(k) | Auth::AzureKey(k) | Auth::AnthropicKey(k) | Auth::GoogleApiKey(k) =
-        &auth
-    {
-        credentials.push(k.clone());
-    }
+    credentials.extend(auth.key().map(str::to_owned));
     Ok(ModelConfig {
         credentials,
         key: key.to_owned(),
@@ -438,8 +463,21 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         wire_model,
         endpoint,
         auth,
-        temperature: entry.temperature.or(settings.llm.temperature),
+        // OpenAI's reasoning models refuse any temperature but 1: the global default
+        // (TEMPERATURE) is not sent to them, an entry's own value is.
+        temperature: entry
+            .temperature
+            .or(settings.llm.temperature.filter(|_| !openai_reasoning)),
+        top_p: entry.extra.get("top_p").and_then(Value::as_f64),
         max_tokens: entry.max_tokens,
+        uses_max_completion_tokens: openai_reasoning,
+        reasoning_effort: entry
+            .extra
+            .get("reasoning_effort")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| defaults.reasoning_effort.clone()),
+        thinking: thinking.filter(|_| !at_openai).cloned(),
         context_window,
         max_output_tokens,
         vision: entry.vision.unwrap_or(false),
@@ -450,6 +488,7 @@ fn resolve(key: &str, entry: &ModelEntry, settings: &Settings) -> Result<ModelCo
         call_slots: Arc::new(tokio::sync::Semaphore::new(
             settings.llm.max_concurrent_calls_per_model,
         )),
+        fallbacks: Vec::new(),
     })
 }
 
@@ -471,45 +510,6 @@ fn default_output_budget(context_window: u32, model_max: Option<u32>) -> u32 {
     budget
         .min(model_max.unwrap_or(u32::MAX))
         .min(context_window / 2)
-}
-
-#[derive(Clone, Copy)]
-struct KnownModel {
-    context_window: u32,
-    max_output: u32,
-}
-
-impl From<(u32, u32)> for KnownModel {
-    fn from((context_window, max_output): (u32, u32)) -> KnownModel {
-        KnownModel {
-            context_window,
-            max_output,
-        }
-    }
-}
-
-/// Well-known OpenAI models; longest matching prefix wins. Anything else: 200000 / 64000.
-fn known_model(name: &str) -> Option<KnownModel> {
-    const TABLE: &[(&str, u32, u32)] = &[
-        ("gpt-5", 400_000, 128_000),
-        ("gpt-4.1", 1_047_576, 32_768),
-        ("gpt-4o", 128_000, 16_384),
-        ("gpt-4-turbo", 128_000, 4_096),
-        ("gpt-4", 8_192, 4_096),
-        ("gpt-3.5-turbo", 16_385, 4_096),
-        ("o1", 200_000, 100_000),
-        ("o3", 200_000, 100_000),
-        ("o4-mini", 200_000, 100_000),
-    ];
-    let name = name.to_ascii_lowercase();
-    TABLE
-        .iter()
-        .filter(|(prefix, _, _)| name.starts_with(prefix))
-        .max_by_key(|(prefix, _, _)| prefix.len())
-        .map(|&(_, context_window, max_output)| KnownModel {
-            context_window,
-            max_output,
-        })
 }
 
 #[cfg(test)]
@@ -545,9 +545,7 @@ mod tests {
     }
 
     #[test]
-    fn known_models_and_budgets() {
-        assert_eq!(known_model("gpt-4o-mini").unwrap().context_window, 128_000);
-        assert_eq!(known_model("gpt-4").unwrap().context_window, 8_192);
+    fn output_budgets() {
         assert_eq!(default_output_budget(128_000, Some(16_384)), 16_384);
         assert_eq!(default_output_budget(1_000_000, None), 120_000);
     }

@@ -57,7 +57,10 @@ impl Transport {
         let secs = Duration::from_secs_f64;
         let http = reqwest::Client::builder()
             .connect_timeout(secs(settings.connect_timeout_secs))
-            .pool_idle_timeout(Duration::from_secs(90))
+            // Below the keep-alive of common servers (uvicorn, and so LiteLLM: 5 s; nginx:
+            // 75 s), so triage drops an idle connection before the server closes it under a
+            // request.
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .tcp_nodelay(true)
             .build()?;
         Ok(Transport {
@@ -103,13 +106,24 @@ impl Transport {
     ) -> Result<reqwest::Response, LlmError> {
         let started = Instant::now();
         let mut attempt = 0;
+        let mut max_attempts = self.retry.max_attempts;
         loop {
             attempt += 1;
-            let err = match self.open(model, build()).await {
+            let err = match self.open(model, &build).await {
                 Ok(response) => return Ok(response),
-                Err(e) => e,
+                Err(Failure {
+                    error,
+                    retried_by_proxy,
+                }) => {
+                    if retried_by_proxy {
+                        // The proxy already retried this call upstream: our attempts would
+                        // multiply its own.
+                        max_attempts = max_attempts.min(PROXY_MAX_ATTEMPTS);
+                    }
+                    error
+                }
             };
-            let Some(delay) = self.retry_delay(attempt, &err, started) else {
+            let Some(delay) = self.retry_delay_within(max_attempts, attempt, &err, started) else {
                 return Err(err);
             };
             tracing::warn!(
@@ -124,7 +138,17 @@ impl Transport {
     /// else back-off), or `None` when the call must give up: not retryable, out of attempts,
     /// or past the retry time budget of a call that started at `started`.
     pub fn retry_delay(&self, attempt: u32, err: &LlmError, started: Instant) -> Option<Duration> {
-        if !err.is_retryable() || attempt >= self.retry.max_attempts {
+        self.retry_delay_within(self.retry.max_attempts, attempt, err, started)
+    }
+
+    fn retry_delay_within(
+        &self,
+        max_attempts: u32,
+        attempt: u32,
+        err: &LlmError,
+        started: Instant,
+    ) -> Option<Duration> {
+        if !err.is_retryable() || attempt >= max_attempts {
             return None;
         }
         let delay = err
@@ -133,39 +157,56 @@ impl Transport {
         (started.elapsed() + delay <= self.retry.max_elapsed).then_some(delay)
     }
 
-    /// Sends the request and waits for the response headers.
+    /// Sends the request `build` makes and waits for the response headers. A pooled
+    /// connection the server closed as the request went out is retried at once, once: nothing
+    /// reached the server.
     async fn open(
         &self,
         model: &ModelConfig,
-        builder: reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, LlmError> {
-        let response = tokio::time::timeout(self.timeouts.first_byte, builder.send())
+        build: &impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Failure> {
+        let sent = async {
+            match build().send().await {
+                Err(e) if is_stale_connection(&e) => {
+                    tracing::debug!(error = %error_chain(&e), "pooled connection closed by the server: sending again");
+                    build().send().await
+                }
+                other => other,
+            }
+        };
+        let response = tokio::time::timeout(self.timeouts.first_byte, sent)
             .await
             .map_err(|_| {
-                LlmError::Timeout(format!(
+                Failure::from(LlmError::Timeout(format!(
                     "no response headers within {} s (llm.first_byte_timeout_secs)",
                     self.timeouts.first_byte.as_secs_f64()
-                ))
+                )))
             })?
-            .map_err(|e| LlmError::Connect {
-                endpoint: model.endpoint.clone(),
-                message: error_chain(&e),
+            .map_err(|e| {
+                Failure::from(LlmError::Connect {
+                    endpoint: model.endpoint.clone(),
+                    message: error_chain(&e),
+                })
             })?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
         }
+        let retried_by_proxy = is_retrying_proxy(response.headers());
         let retry_after = retry_after(response.headers());
         let text = tokio::time::timeout(self.timeouts.idle, read_at_most(response, MAX_ERROR_BODY))
             .await
             .unwrap_or_default();
-        Err(LlmError::from_status(
-            status.as_u16(),
-            &text,
-            retry_after,
-            &model.key,
-            &model.endpoint,
-        ))
+        Err(Failure {
+            error: LlmError::from_status(
+                status.as_u16(),
+                &text,
+                retry_after,
+                &model.key,
+                &model.endpoint,
+            ),
+            retried_by_proxy,
+        })
     }
 
     /// The response body as server-sent events, each bounded in size, the stream failing when
@@ -218,12 +259,73 @@ async fn read_at_most(response: reqwest::Response, limit: usize) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// `Retry-After` in seconds (fractions allowed) or `retry-after-ms`.
+/// Idle pooled connections are closed after this; below uvicorn's (LiteLLM's) 5 s keep-alive.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Attempts per call when the error came from a proxy that retries upstream itself (LiteLLM).
+const PROXY_MAX_ATTEMPTS: u32 = 2;
+
+/// A failed attempt, and whether a retrying proxy answered it.
+struct Failure {
+    error: LlmError,
+    retried_by_proxy: bool,
+}
+
+impl From<LlmError> for Failure {
+    fn from(error: LlmError) -> Failure {
+        Failure {
+            error,
+            retried_by_proxy: false,
+        }
+    }
+}
+
+/// LiteLLM marks its answers with `x-litellm-*` headers and forwards the provider's as
+/// `llm_provider-*`; it retries failed calls upstream before answering.
+fn is_retrying_proxy(headers: &reqwest::header::HeaderMap) -> bool {
+    headers.keys().any(|name| {
+        let name = name.as_str();
+        name.starts_with("x-litellm-") || name.starts_with("llm_provider-")
+    })
+}
+
+/// The server closed a pooled connection just as the request went out (it had timed the
+/// connection out): the request never reached it, so sending again is safe.
+fn is_stale_connection(e: &reqwest::Error) -> bool {
+    if e.is_connect() || e.is_timeout() {
+        return false;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(hyper) = s.downcast_ref::<hyper::Error>()
+            && (hyper.is_incomplete_message() || hyper.is_canceled())
+        {
+            return true;
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            )
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// `Retry-After` in seconds (fractions allowed) or `retry-after-ms`, as the provider sent them
+/// or as LiteLLM forwards them (`llm_provider-retry-after`).
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let get = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
-    get("retry-after-ms")
-        .map(|ms| ms / 1000.0)
-        .or_else(|| get("retry-after"))
+    let seconds = |prefix: &str| {
+        get(&format!("{prefix}retry-after-ms"))
+            .map(|ms| ms / 1000.0)
+            .or_else(|| get(&format!("{prefix}retry-after")))
+    };
+    seconds("")
+        .or_else(|| seconds("llm_provider-"))
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(|s| Duration::from_secs_f64(s.min(3600.0)))
 }
@@ -264,5 +366,9 @@ mod tests {
         assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
         h.insert("retry-after-ms", "150".parse().unwrap());
         assert_eq!(retry_after(&h), Some(Duration::from_millis(150)));
+        let mut proxied = reqwest::header::HeaderMap::new();
+        proxied.insert("llm_provider-retry-after", "3".parse().unwrap());
+        assert_eq!(retry_after(&proxied), Some(Duration::from_secs(3)));
+        assert!(is_retrying_proxy(&proxied) && !is_retrying_proxy(&h));
     }
 }

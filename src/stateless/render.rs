@@ -105,6 +105,7 @@ impl ChatRun {
                 metadata.finish_reason = answer.finish_reason;
                 metadata.request_id = Some(self.request_id.clone());
                 metadata.response_format = answer.format;
+                metadata.model_fallbacks = answer.fallbacks;
                 StreamEvent::AnswerEnd(Box::new(AnswerEnd {
                     analysis: answer.text,
                     conversation_history: self.history(&[]),

@@ -3,14 +3,18 @@
 
 pub mod bash;
 mod capped;
+mod catalog;
 pub mod internet;
 pub mod kubernetes;
+pub mod mcp;
 pub mod prometheus;
+pub mod skills;
 mod todowrite;
 mod typed;
+pub mod yaml;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -22,6 +26,7 @@ use serde_json::value::RawValue;
 use crate::context::tokens::Tokenizer;
 use crate::wire::ToolCall;
 
+use catalog::Catalog;
 pub use todowrite::TodoWrite;
 pub use typed::{Typed, TypedTool, invalid_parameters_line};
 
@@ -166,15 +171,14 @@ pub fn parameters_schema<T: schemars::JsonSchema>() -> Value {
     schema
 }
 
-/// The enabled tools, with their OpenAI definitions serialised once, and every toolset's
-/// status (for the prompt and for operators).
+/// The enabled tools, with their OpenAI definitions serialised once per change, and every
+/// toolset's status (for the prompt and for operators). MCP servers' tools come and go (a
+/// server connects, re-lists, drops): the catalog is rebuilt when the hub's generation moves.
 pub struct ToolRegistry {
-    tools: Vec<Arc<dyn Tool>>,
+    builtin: Vec<Arc<dyn Tool>>,
     toolsets: Vec<Toolset>,
-    definitions: Arc<RawValue>,
-    /// Tokens of `definitions` per encoding (O200k, Cl100k), counted on first use: loading an
-    /// encoding that no configured model uses would cost tens of MiB and start-up time.
-    tokens: [OnceLock<u32>; 2],
+    mcp: Option<Arc<mcp::McpHub>>,
+    catalog: RwLock<Arc<Catalog>>,
     /// The sandbox tool processes run in (for `/api/info`).
     sandbox: Option<crate::sandbox::Sandbox>,
 }
@@ -190,24 +194,17 @@ pub fn core_toolset() -> Toolset {
 
 impl ToolRegistry {
     pub fn new(toolsets: Vec<Toolset>) -> ToolRegistry {
-        let tools: Vec<Arc<dyn Tool>> = toolsets
+        let builtin: Vec<Arc<dyn Tool>> = toolsets
             .iter()
             .filter(|t| t.status == ToolsetStatus::Enabled)
             .flat_map(|t| t.tools.iter().cloned())
             .collect();
-        let defs: Vec<Value> = tools
-            .iter()
-            .map(|t| definition(t.name(), t.description(), t.parameters()))
-            .collect();
-        let text = serde_json::to_string(&defs).unwrap_or_else(|_| "[]".into());
-        let definitions = RawValue::from_string(text)
-            .map(Arc::from)
-            .unwrap_or_else(|_| Arc::from(RawValue::NULL.to_owned()));
+        let catalog = RwLock::new(Arc::new(Catalog::new(0, builtin.clone())));
         ToolRegistry {
-            tools,
+            builtin,
             toolsets,
-            definitions,
-            tokens: [OnceLock::new(), OnceLock::new()],
+            mcp: None,
+            catalog,
             sandbox: None,
         }
     }
@@ -217,20 +214,60 @@ impl ToolRegistry {
         self
     }
 
+    /// Adds the MCP servers' tools (as they connect).
+    pub fn with_mcp(mut self, hub: Arc<mcp::McpHub>) -> ToolRegistry {
+        self.mcp = Some(hub);
+        self
+    }
+
     pub fn sandbox(&self) -> Option<&crate::sandbox::Sandbox> {
         self.sandbox.as_ref()
+    }
+
+    pub fn mcp(&self) -> Option<&Arc<mcp::McpHub>> {
+        self.mcp.as_ref()
     }
 
     pub fn builtin() -> ToolRegistry {
         ToolRegistry::new(vec![core_toolset()])
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.name() == name)
+    /// The catalog now, rebuilt first if an MCP server's tools changed.
+    fn current(&self) -> Arc<Catalog> {
+        let cached = self
+            .catalog
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_else(|e| e.into_inner().clone());
+        let Some(hub) = &self.mcp else {
+            return cached;
+        };
+        let generation = hub.generation();
+        if cached.generation == generation {
+            return cached;
+        }
+        let reserved: Vec<&str> = self.builtin.iter().map(|t| t.name()).collect();
+        let mut tools = self.builtin.clone();
+        tools.extend(hub.catalog(&reserved));
+        let fresh = Arc::new(Catalog::new(generation, tools));
+        if let Ok(mut c) = self.catalog.write() {
+            *c = fresh.clone();
+        }
+        fresh
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        let found = self
+            .current()
+            .tools
+            .iter()
+            .find(|t| t.name() == name)
+            .cloned();
+        found.or_else(|| self.mcp.as_ref()?.qualified_tool(name))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.current().tools.is_empty()
     }
 
     pub fn toolsets(&self) -> &[Toolset] {
@@ -238,8 +275,8 @@ impl ToolRegistry {
     }
 
     /// The `tools` array for the LLM request.
-    pub fn definitions(&self) -> &Arc<RawValue> {
-        &self.definitions
+    pub fn definitions(&self) -> Arc<RawValue> {
+        self.current().definitions.clone()
     }
 
     pub fn definitions_tokens(&self, tokenizer: Tokenizer) -> u32 {
@@ -247,15 +284,9 @@ impl ToolRegistry {
             Tokenizer::O200k => 0,
             Tokenizer::Cl100k => 1,
         };
-        *self.tokens[slot].get_or_init(|| tokenizer.count(self.definitions.get()))
+        let catalog = self.current();
+        *catalog.tokens[slot].get_or_init(|| tokenizer.count(catalog.definitions.get()))
     }
-}
-
-fn definition(name: &str, description: &str, parameters: &Value) -> Value {
-    serde_json::json!({
-        "type": "function",
-        "function": {"name": name, "description": description, "parameters": parameters}
-    })
 }
 
 /// The outcome of one tool call: what the tool returned, how it was described, and the text

@@ -19,6 +19,7 @@ pub enum StreamEvent {
     Compacted(Box<Compacted>),
     AnswerEnd(Box<AnswerEnd>),
     Error(ErrorEvent),
+    ModelFallback(super::response::ModelFallback),
 }
 
 impl StreamEvent {
@@ -34,6 +35,7 @@ impl StreamEvent {
             StreamEvent::Compacted(_) => "conversation_history_compacted",
             StreamEvent::AnswerEnd(_) => "ai_answer_end",
             StreamEvent::Error(_) => "error",
+            StreamEvent::ModelFallback(_) => "model_fallback",
         }
     }
 
@@ -54,6 +56,7 @@ impl StreamEvent {
             "conversation_history_compacted" => StreamEvent::Compacted(json(data)?),
             "ai_answer_end" => StreamEvent::AnswerEnd(json(data)?),
             "error" => StreamEvent::Error(json(data)?),
+            "model_fallback" => StreamEvent::ModelFallback(json(data)?),
             _ => return None,
         })
     }
@@ -71,6 +74,7 @@ impl StreamEvent {
             StreamEvent::Compacted(p) => serde_json::to_writer(out, p),
             StreamEvent::AnswerEnd(p) => serde_json::to_writer(out, p),
             StreamEvent::Error(p) => serde_json::to_writer(out, p),
+            StreamEvent::ModelFallback(p) => serde_json::to_writer(out, p),
         }
     }
 

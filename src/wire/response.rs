@@ -83,6 +83,22 @@ pub struct Metadata {
     /// (HolmesGPT clients send fields triage does not know; they are not refused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Calls of this request that a fallback model answered because the model asked for was
+    /// out (triage's addition; HolmesGPT clients ignore it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_fallbacks: Vec<ModelFallback>,
+}
+
+/// `model_fallback` (an SSE event of its own, and an entry of `metadata.model_fallbacks`): the
+/// model asked for was out, so the call went to one of its `fallbacks`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ModelFallback {
+    /// The model key the call was for.
+    pub requested_model: String,
+    /// The model key that answered.
+    pub model: String,
+    /// Why the model asked for did not answer (its last error).
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -67,6 +67,12 @@ pub async fn spawn_app_with(extra: &str) -> TestApp {
 /// `spawn_app_with` with several TOML layers, each on top of the ones before (two layers may
 /// each set keys of one table).
 pub async fn spawn_app_layers(extras: &[&str]) -> TestApp {
+    spawn_app_holmes(&triage::config::HolmesFiles::default(), extras).await
+}
+
+/// `spawn_app_layers` with HolmesGPT's config files below the TOML layers (as `serve` reads
+/// `~/.holmes/config.yaml` and `CUSTOM_TOOLSET_LOCATION`, without reading the environment).
+pub async fn spawn_app_holmes(holmes: &triage::config::HolmesFiles, extras: &[&str]) -> TestApp {
     let llm = FakeLlm::start().await;
     let data_dir = test_data_dir();
     let base_toml = format!(
@@ -104,7 +110,7 @@ auto_title = false
             .replace("{LLM_ORIGIN}", &llm.origin())
     }));
     let layers: Vec<&str> = layers.iter().map(String::as_str).collect();
-    let settings = Settings::from_toml_layers(&layers).expect("test settings");
+    let settings = Settings::from_holmes_and_toml(holmes, &layers).expect("test settings");
     let mut app = spawn_with_settings(settings, llm).await;
     app.data_dir = Some(data_dir);
     app

@@ -27,6 +27,7 @@ fn documented_keys() -> Vec<String> {
     if let Some(obj) = value.as_object_mut() {
         obj.remove("models");
         obj.remove("env_model");
+        obj.remove("mcp_servers");
     }
     let mut keys = Vec::new();
     leaf_keys("", &value, &mut keys);
@@ -35,6 +36,11 @@ fn documented_keys() -> Vec<String> {
     if let Value::Object(fields) = serde_json::to_value(receiver).expect("a receiver serialises") {
         keys.extend(fields.keys().map(|k| format!("webhooks.{k}")));
     }
+    // `[mcp_servers.<name>]` is a map: each server's keys as `mcp_servers.<name>.<key>`.
+    let server: triage::tools::mcp::McpServerSettings =
+        serde_json::from_value(serde_json::json!({})).expect("a server with defaults");
+    let server = serde_json::to_value(server).expect("a server serialises");
+    leaf_keys("mcp_servers.<name>", &server, &mut keys);
     keys
 }
 

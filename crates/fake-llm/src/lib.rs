@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -60,6 +60,8 @@ struct Script {
     steps: VecDeque<Step>,
     /// Raw bodies, parsed only when read: keeping one costs a reference count.
     requests: Vec<Bytes>,
+    /// The headers of the kept requests, in the same order.
+    headers: Vec<HeaderMap>,
     keep_requests: bool,
     responder: Option<Responder>,
     context_window: Option<u64>,
@@ -70,6 +72,7 @@ impl Default for Script {
         Script {
             steps: VecDeque::new(),
             requests: Vec::new(),
+            headers: Vec::new(),
             keep_requests: true,
             responder: None,
             context_window: None,
@@ -261,6 +264,7 @@ impl FakeLlm {
         let mut script = self.inner.script();
         script.steps = steps.into();
         script.requests.clear();
+        script.headers.clear();
     }
 
     /// When the script is empty, answer every request with a clone of `step`
@@ -310,9 +314,16 @@ impl FakeLlm {
             .collect()
     }
 
+    /// The headers of every request kept so far (as [`FakeLlm::requests`]), in arrival order.
+    pub fn request_headers(&self) -> Vec<HeaderMap> {
+        self.inner.script().headers.clone()
+    }
+
     /// The recorded bodies as received, which are then forgotten.
     pub fn take_raw_requests(&self) -> Vec<Bytes> {
-        std::mem::take(&mut self.inner.script().requests)
+        let mut script = self.inner.script();
+        script.headers.clear();
+        std::mem::take(&mut script.requests)
     }
 
     pub fn request_count(&self) -> usize {
@@ -389,7 +400,7 @@ async fn list_models(State(inner): State<Arc<Inner>>) -> Response {
     }
 }
 
-async fn complete(State(inner): State<Arc<Inner>>, raw: Bytes) -> Response {
+async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, raw: Bytes) -> Response {
     inner.count.fetch_add(1, Ordering::SeqCst);
     // Without a window the step is taken with the recording, so the n-th request recorded is
     // the one that consumed the n-th step even when requests run concurrently.
@@ -397,6 +408,7 @@ async fn complete(State(inner): State<Arc<Inner>>, raw: Bytes) -> Response {
         let mut script = inner.script();
         if script.keep_requests {
             script.requests.push(raw.clone());
+            script.headers.push(headers);
         }
         match script.context_window {
             Some(window) => (Some(window), None),

@@ -181,6 +181,11 @@ pub(super) fn event_text(id: u64, kind: &str, payload: &Value) -> Option<String>
             format!("interrupted ({cut} tool calls cut)")
         }
         "paused" => "paused after the step".to_owned(),
+        "model_fallback" => format!(
+            "model {} unavailable, answered by {}",
+            field(s("requested_model")),
+            field(s("model"))
+        ),
         "stuck" => format!("stuck: {}", field(s("pattern"))),
         "conversation_history_compaction_start" | "conversation_history_compacted" => {
             body(s("content"))

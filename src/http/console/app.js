@@ -891,6 +891,9 @@
         }
         break;
       }
+      case "model_fallback":
+        turn.notice("info", `Model ${payload.requested_model} unavailable; answered by ${payload.model}.`);
+        break;
       case "approval_required":
         return handlePause(payload, turn);
       case "ai_answer_end":

@@ -93,6 +93,14 @@ fn stream_events(g: &mut SchemaGenerator) -> Vec<(&'static str, Value, &'static 
             "The history was summarised; `messages` replaces it.",
         ),
         (
+            "model_fallback",
+            schema::<crate::wire::response::ModelFallback>(g),
+            "A triage extension: the model asked for was out (5xx, 529, no connection, timeout \
+             before any output), so this call went to the next model of its `fallbacks`. The \
+             answer's `metadata.model_fallbacks` lists them again; clients that do not know the \
+             event ignore it.",
+        ),
+        (
             "approval_required",
             schema::<ApprovalRequired>(g),
             "Terminal: the run paused for tool approvals and/or frontend tool results. Resume \

@@ -88,12 +88,8 @@ pub fn check_entry(extra: &Map<String, Value>, max_tokens: u32) -> Result<(), St
 }
 
 /// Whether the entry turns extended thinking on.
-pub fn thinking_enabled(extra: &Map<String, Value>) -> bool {
-    extra
-        .get("thinking")
-        .and_then(|t| t.get("type"))
-        .and_then(Value::as_str)
-        == Some("enabled")
+pub fn thinking_enabled(thinking: &Value) -> bool {
+    thinking.get("type").and_then(Value::as_str) == Some("enabled")
 }
 
 #[cfg(test)]
@@ -138,7 +134,7 @@ mod tests {
         let entry = |v: Value| v.as_object().cloned().unwrap_or_default();
         let on = entry(json!({"thinking": {"type": "enabled", "budget_tokens": 4000}}));
         assert!(check_entry(&on, 8000).is_ok());
-        assert!(thinking_enabled(&on));
+        assert!(thinking_enabled(&on["thinking"]));
         let err = check_entry(&on, 4000).unwrap_err();
         assert!(err.contains("budget_tokens (4000)"), "{err}");
         assert!(check_entry(&entry(json!({"thinking": {"type": "on"}})), 8000).is_err());

@@ -33,11 +33,13 @@ pub fn body(req: &CompletionRequest<'_>) -> Result<Value, LlmError> {
         .and_then(Value::as_u64)
         .or(model.max_tokens.map(u64::from))
         .unwrap_or(u64::from(model.max_output_tokens));
-    let thinking = match params.get("thinking") {
-        Some(t) => Some(t.clone()).filter(|_| thinking_enabled(params)),
-        None => params
-            .get("reasoning_effort")
-            .and_then(Value::as_str)
+    // `thinking`, `reasoning_effort` and `top_p` are the model's own fields: the entry's keys
+    // over HolmesGPT's THINKING / REASONING_EFFORT.
+    let thinking = match &model.thinking {
+        Some(t) => Some(t.clone()).filter(thinking_enabled),
+        None => model
+            .reasoning_effort
+            .as_deref()
             .and_then(effort_budget)
             .filter(|budget| u64::from(*budget) < max_tokens)
             .map(|budget| json!({"type": "enabled", "budget_tokens": budget})),
@@ -93,8 +95,8 @@ pub fn body(req: &CompletionRequest<'_>) -> Result<Value, LlmError> {
             }
         }
     }
-    if let Some(top_p) = params.get("top_p") {
-        body.insert("top_p".into(), top_p.clone());
+    if let Some(top_p) = model.top_p {
+        body.insert("top_p".into(), json!(top_p));
     }
     match params.get("stop") {
         Some(Value::String(s)) => {

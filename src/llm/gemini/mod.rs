@@ -25,7 +25,7 @@ use super::error::LlmError;
 use super::provider::{CompletionRequest, Fragment, Provider};
 use super::registry::{Auth, ModelConfig};
 use super::transport::Transport;
-pub use models::{known_model, resolve};
+pub use models::resolve;
 use stream::AnswerStream;
 
 /// What Claude on Vertex takes in place of the `anthropic-version` header.

@@ -100,22 +100,6 @@ pub fn resolve(
     Ok((api, url, Auth::Google(Arc::new(auth))))
 }
 
-/// (context window, most output tokens) of the Gemini models; longest matching prefix wins.
-pub fn known_model(name: &str) -> Option<(u32, u32)> {
-    const TABLE: &[(&str, u32, u32)] = &[
-        ("gemini-", 1_048_576, 8_192),
-        ("gemini-2.5", 1_048_576, 65_536),
-        ("gemini-3", 1_048_576, 65_536),
-        ("gemini-1.5-pro", 2_097_152, 8_192),
-    ];
-    let name = name.to_ascii_lowercase();
-    TABLE
-        .iter()
-        .filter(|(prefix, _, _)| name.starts_with(prefix))
-        .max_by_key(|(prefix, _, _)| prefix.len())
-        .map(|&(_, window, max_output)| (window, max_output))
-}
-
 #[cfg(test)]
 mod tests {
     use crate::llm::registry::Api;

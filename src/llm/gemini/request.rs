@@ -23,11 +23,11 @@ fn effort_budget(effort: &str) -> Option<i64> {
     }
 }
 
-fn thinking_config(params: &Map<String, Value>) -> Option<Value> {
-    let budget = match params.get("thinking") {
+fn thinking_config(thinking: Option<&Value>, reasoning_effort: Option<&str>) -> Option<Value> {
+    let budget = match thinking {
         Some(t) if t.get("type").and_then(Value::as_str) == Some("disabled") => 0,
         Some(t) => t.get("budget_tokens").and_then(Value::as_i64).unwrap_or(-1),
-        None => effort_budget(params.get("reasoning_effort")?.as_str()?)?,
+        None => effort_budget(reasoning_effort?)?,
     };
     Some(if budget == 0 {
         json!({"thinkingBudget": 0})
@@ -60,8 +60,8 @@ pub fn body(req: &CompletionRequest<'_>) -> Result<Value, LlmError> {
     if let Some(t) = model.temperature {
         generation.insert("temperature".into(), json!(t));
     }
-    if let Some(top_p) = params.get("top_p") {
-        generation.insert("topP".into(), top_p.clone());
+    if let Some(top_p) = model.top_p {
+        generation.insert("topP".into(), json!(top_p));
     }
     if let Some(seed) = params.get("seed") {
         generation.insert("seed".into(), seed.clone());
@@ -82,7 +82,9 @@ pub fn body(req: &CompletionRequest<'_>) -> Result<Value, LlmError> {
         }
         _ => {}
     }
-    if let Some(config) = thinking_config(params) {
+    if let Some(config) =
+        thinking_config(model.thinking.as_ref(), model.reasoning_effort.as_deref())
+    {
         generation.insert("thinkingConfig".into(), config);
     }
     if let Some(format) = req.response_format {
@@ -205,21 +207,19 @@ mod tests {
 
     #[test]
     fn thinking_from_the_entry() {
-        let map = |v: Value| v.as_object().cloned().unwrap_or_default();
         assert_eq!(
-            thinking_config(&map(json!({"reasoning_effort": "high"}))),
+            thinking_config(None, Some("high")),
             Some(json!({"thinkingBudget": 4096, "includeThoughts": true}))
         );
+        let on = json!({"type": "enabled", "budget_tokens": 999});
         assert_eq!(
-            thinking_config(&map(
-                json!({"thinking": {"type": "enabled", "budget_tokens": 999}})
-            )),
+            thinking_config(Some(&on), Some("low")),
             Some(json!({"thinkingBudget": 999, "includeThoughts": true}))
         );
         assert_eq!(
-            thinking_config(&map(json!({"thinking": {"type": "disabled"}}))),
+            thinking_config(Some(&json!({"type": "disabled"})), None),
             Some(json!({"thinkingBudget": 0}))
         );
-        assert_eq!(thinking_config(&Map::new()), None);
+        assert_eq!(thinking_config(None, None), None);
     }
 }

@@ -17,7 +17,7 @@ mod policy;
 #[cfg(test)]
 mod policy_tests;
 mod program_checks;
-mod run;
+pub(crate) mod run;
 #[cfg(test)]
 mod sandbox_tests;
 mod sensitive_paths;
@@ -89,7 +89,7 @@ pub fn toolset(cfg: &BashConfig, sandbox: &Sandbox) -> Toolset {
 }
 
 /// `bash` in the commands' PATH, else in triage's.
-fn find_bash() -> Option<PathBuf> {
+pub(crate) fn find_bash() -> Option<PathBuf> {
     let inherited = std::env::var("PATH").unwrap_or_default();
     run::SAFE_PATH
         .split(':')
