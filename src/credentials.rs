@@ -91,6 +91,12 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
     }
     secrets.extend(env_secrets(std::env::vars()));
     secrets.extend(yaml_toolset_secrets(settings));
+    // A model's `vertex_credentials` is a key file's path or its JSON: its private key too.
+    for value in models.credentials() {
+        if value.trim_start().starts_with('{') || std::path::Path::new(value.trim()).is_file() {
+            secrets.extend(credentials_file_secrets(&value));
+        }
+    }
     for var in CREDENTIAL_FILE_ENV_VARS {
         if let Ok(value) = std::env::var(var) {
             secrets.extend(credentials_file_secrets(&value));
@@ -335,6 +341,28 @@ mod tests {
         assert_eq!(credentials_file_secrets(path.to_str().unwrap()), inline);
         std::fs::remove_file(&path).unwrap();
         assert!(credentials_file_secrets("/nonexistent/file.json").is_empty());
+    }
+
+    #[test]
+    fn a_vertex_entrys_key_file_is_masked() {
+        let pem = include_str!("../tests/fixtures/TEST-ONLY-gcp-service-account-key.pem");
+        let key = serde_json::json!({"type": "service_account", "private_key": pem,
+            "private_key_id": "kid-0123456789", "client_email": "t@p.iam.gserviceaccount.com"});
+        let path = std::env::temp_dir().join(format!("triage-vertex-{}.json", std::process::id()));
+        std::fs::write(&path, key.to_string()).unwrap();
+        let toml = format!(
+            "[models.v]\nmodel = \"vertex_ai/gemini-2.5-pro\"\nvertex_project = \"p\"\nvertex_credentials = \"{}\"\n",
+            path.display()
+        );
+        let settings = Settings::from_toml(&toml).unwrap();
+        let models = ModelRegistry::from_settings(&settings).unwrap();
+        let secrets = known_secrets(&settings, &models);
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            secrets.iter().any(|s| s == pem),
+            "the private key is not masked"
+        );
+        assert!(secrets.iter().any(|s| s == "kid-0123456789"));
     }
 
     /// kubectl's `config view` prints auth-provider tokens and exec env as they are: every

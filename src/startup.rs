@@ -13,7 +13,7 @@ use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
-use crate::llm::{AnthropicClient, Llm, ModelRegistry, OpenAiClient, Transport};
+use crate::llm::{AnthropicClient, GeminiClient, Llm, ModelRegistry, OpenAiClient, Transport};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::stateless::{ApprovalSigner, StatelessChat};
@@ -124,7 +124,8 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
         timeouts.request,
         timeouts.first_byte,
     )
-    .with_anthropic(Arc::new(AnthropicClient::new(transport)));
+    .with_anthropic(Arc::new(AnthropicClient::new(transport.clone())))
+    .with_gemini(Arc::new(GeminiClient::new(transport)));
     let a = &settings.agent;
     let masker = SecretMasker::new(crate::credentials::known_secrets(settings, &models));
     Ok(Arc::new(Agent {

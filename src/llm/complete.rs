@@ -17,6 +17,8 @@ pub struct Llm {
     openai: Arc<dyn Provider>,
     /// The Messages API, for `anthropic/…` models.
     anthropic: Option<Arc<dyn Provider>>,
+    /// Gemini's generateContent, for `gemini/…` and `vertex_ai/gemini-…` models.
+    gemini: Option<Arc<dyn Provider>>,
     /// In-process scripted answers for models named `scripted/…` (tests of the agent).
     scripted: Option<Arc<dyn Provider>>,
     /// A whole call, retries included (llm.request_timeout_secs).
@@ -32,6 +34,7 @@ impl Llm {
         Llm {
             openai,
             anthropic: None,
+            gemini: None,
             scripted: None,
             request_timeout,
             slot_wait,
@@ -48,6 +51,11 @@ impl Llm {
         self
     }
 
+    pub fn with_gemini(mut self, provider: Arc<dyn Provider>) -> Llm {
+        self.gemini = Some(provider);
+        self
+    }
+
     fn provider(&self, model: &ModelConfig) -> Result<&dyn Provider, LlmError> {
         match (&self.scripted, model.api) {
             (Some(scripted), _) if model.model_id.starts_with(SCRIPTED_PREFIX) => {
@@ -57,6 +65,12 @@ impl Llm {
             (_, Api::AnthropicMessages) => self.anthropic.as_deref().ok_or_else(|| {
                 LlmError::Protocol(format!(
                     "model '{}' needs the Anthropic provider, which this process was built without",
+                    model.key
+                ))
+            }),
+            (_, Api::GeminiGenerate) => self.gemini.as_deref().ok_or_else(|| {
+                LlmError::Protocol(format!(
+                    "model '{}' needs the Gemini provider, which this process was built without",
                     model.key
                 ))
             }),

@@ -35,6 +35,10 @@ pub const BODY_KEYS: &[&str] = &[
     "extra_body",
 ];
 
+/// Read by the provider an entry names (Vertex AI's project, location and credentials, as
+/// LiteLLM names them), never sent in a body.
+pub const PROVIDER_KEYS: &[&str] = &["vertex_project", "vertex_location", "vertex_credentials"];
+
 /// Sent as HTTP headers (a table of name → value).
 pub const HEADERS_KEY: &str = "extra_headers";
 
@@ -48,6 +52,7 @@ pub fn valid_keys() -> Vec<&'static str> {
         .iter()
         .chain(TYPED_KEYS)
         .chain(BODY_KEYS)
+        .chain(PROVIDER_KEYS)
         .chain([&HEADERS_KEY])
         .chain(NO_EFFECT_KEYS)
         .copied()
@@ -60,6 +65,7 @@ pub fn check_extra_keys(entry: &str, extra: &Map<String, Value>) -> Result<(), S
     let accepted = |k: &str| {
         TYPED_KEYS.contains(&k)
             || BODY_KEYS.contains(&k)
+            || PROVIDER_KEYS.contains(&k)
             || k == HEADERS_KEY
             || NO_EFFECT_KEYS.contains(&k)
     };

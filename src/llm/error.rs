@@ -12,8 +12,8 @@ pub enum LlmError {
     #[error(
         "LLM provider rejected the credentials of model '{model}' (HTTP {status}): {message}. \
          Check that model's api_key (or the variable it falls back to: OPENAI_API_KEY, \
-         ANTHROPIC_API_KEY, AZURE_API_KEY, or its provider prefix's key variable such as \
-         GROQ_API_KEY)"
+         ANTHROPIC_API_KEY, AZURE_API_KEY, GEMINI_API_KEY, GOOGLE_APPLICATION_CREDENTIALS, or its \
+         provider prefix's key variable such as GROQ_API_KEY)"
     )]
     Auth {
         status: u16,
@@ -98,6 +98,12 @@ impl LlmError {
         url: &str,
     ) -> LlmError {
         let message = error_message(body);
+        // Google APIs say how long to wait in the body (`RetryInfo`), not in a header.
+        let retry_after = retry_after.or_else(|| {
+            serde_json::from_str::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| super::gemini::retry_info(v.get("error")?))
+        });
         match status {
             401 | 403 => LlmError::Auth {
                 status,

@@ -3,12 +3,14 @@
 
 pub mod anthropic;
 mod assemble;
+mod auth;
 pub mod catalog;
 mod complete;
 pub mod entry_keys;
 mod error;
 mod event_limit;
 pub mod fallbacks;
+pub mod gemini;
 mod openai;
 mod openai_chunk;
 mod params;
@@ -22,6 +24,7 @@ mod transport;
 pub use anthropic::AnthropicClient;
 pub use complete::{Llm, SCRIPTED_PREFIX};
 pub use error::LlmError;
+pub use gemini::GeminiClient;
 pub use openai::OpenAiClient;
 pub use provider::{Completion, CompletionRequest, Fragment, Provider, ToolCallFragment};
 pub use registry::{ModelConfig, ModelLookupError, ModelRegistry};

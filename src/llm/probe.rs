@@ -68,6 +68,19 @@ fn request(
 
 /// Probes one model within `timeout` per request.
 pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duration) -> Probe {
+    if let Some(url) = super::gemini::models::model_url(&model.endpoint) {
+        return probe_google(http, model, http.get(url), timeout).await;
+    }
+    if let Some(base) = model.endpoint.strip_suffix(":streamRawPredict") {
+        // Claude on Vertex: a one-token answer, not streamed.
+        let body = json!({"anthropic_version": super::gemini::VERTEX_ANTHROPIC_VERSION,
+            "max_tokens": 1, "messages": [{"role": "user", "content": "Reply with OK."}]});
+        let post = http
+            .post(format!("{base}:rawPredict"))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        return probe_google(http, model, post, timeout).await;
+    }
     let azure = model.endpoint.contains("/openai/deployments/");
     let listed = match models_url(&model.endpoint).filter(|_| !azure) {
         Some(url) => list_models(http, model, &url, timeout).await,
@@ -82,6 +95,37 @@ pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duratio
         },
         Some(Err(decided)) => decided,
         None => complete_one_token(http, model, timeout).await,
+    }
+}
+
+/// Gemini's `models.get` of the model (free, and it says whether the key and the name are
+/// good), or Claude on Vertex's one-token answer, with the model's Google key or token.
+async fn probe_google(
+    http: &reqwest::Client,
+    model: &ModelConfig,
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Probe {
+    let mut builder = model.authorize(builder).timeout(timeout);
+    if let super::registry::Auth::Google(auth) = &model.auth {
+        match auth.token(http, &model.key).await {
+            Ok(token) => builder = builder.bearer_auth(token),
+            Err(e) => return Probe::Failed(e.to_string()),
+        }
+    }
+    let response = match builder.send().await {
+        Ok(r) => r,
+        Err(e) => return Probe::Unreachable(format!("{}: {e}", model.endpoint)),
+    };
+    let status = response.status().as_u16();
+    let message = error_message(&response.text().await.unwrap_or_default());
+    match status {
+        200..=299 => Probe::Reachable,
+        // Google answers a bad API key with 400 INVALID_ARGUMENT "API key not valid".
+        401 | 403 => Probe::AuthRefused { status, message },
+        400 if message.contains("API key") => Probe::AuthRefused { status, message },
+        404 => Probe::WrongModel { served: Vec::new() },
+        _ => Probe::Failed(format!("HTTP {status}: {message}")),
     }
 }
 

@@ -18,15 +18,7 @@ const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
 /// SDK and LiteLLM (HolmesGPT) read, in LiteLLM's order.
 const OPENAI_BASE_VARS: &[&str] = &["OPENAI_API_BASE", "OPENAI_BASE_URL"];
 
-#[derive(Debug, Clone)]
-pub enum Auth {
-    None,
-    Bearer(String),
-    /// Azure OpenAI's `api-key` header.
-    AzureKey(String),
-    /// Anthropic's `x-api-key` header (with `anthropic-version`).
-    AnthropicKey(String),
-}
+pub use super::auth::Auth;
 
 /// The wire protocol a model is spoken to in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +27,8 @@ pub enum Api {
     OpenAiChat,
     /// Anthropic's Messages API (Anthropic, Azure AI Foundry's Anthropic endpoint).
     AnthropicMessages,
+    /// Gemini's `streamGenerateContent` (Google AI Studio, Vertex AI).
+    GeminiGenerate,
 }
 
 #[derive(Debug)]
@@ -93,22 +87,6 @@ impl ModelConfig {
             .await
             .ok()?
             .ok()
-    }
-
-    /// The model's credentials and `extra_headers` on a request to its provider.
-    pub(crate) fn authorize(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let mut builder = match &self.auth {
-            Auth::None => builder,
-            Auth::Bearer(key) => builder.bearer_auth(key),
-            Auth::AzureKey(key) => builder.header("api-key", key),
-            Auth::AnthropicKey(key) => builder
-                .header("x-api-key", key)
-                .header("anthropic-version", super::anthropic::API_VERSION),
-        };
-        for (name, value) in &self.extra_headers {
-            builder = builder.header(name, value);
-        }
-        builder
     }
 }
 
@@ -331,6 +309,12 @@ fn resolve(
                 Auth::AnthropicKey(key),
             )
         }
+        "gemini" | "vertex_ai" => {
+            let google = super::gemini::resolve(&provider, name, api_base.as_deref(), entry);
+            let (google_api, endpoint, auth) = google.map_err(invalid)?;
+            api = google_api;
+            (endpoint, name.to_owned(), auth)
+        }
         "azure" => {
             let base = api_base.ok_or_else(|| {
                 invalid("azure/ models need api_base (https://<resource>.openai.azure.com)".into())
@@ -470,9 +454,7 @@ fn resolve(
         .filter(|(k, _)| crate::credentials::is_credential_name(k) || k.contains("credentials"))
         .filter_map(|(_, v)| v.as_str().map(str::to_owned))
         .collect();
-    if let Auth::Bearer(k) | Auth::AzureKey(k) | Auth::AnthropicKey(k) = &auth {
-        credentials.push(k.clone());
-    }
+    credentials.extend(auth.key().map(str::to_owned));
     Ok(ModelConfig {
         credentials,
         key: key.to_owned(),
@@ -590,7 +572,7 @@ mod tests {
 
     #[test]
     fn unsupported_provider_without_base_is_a_config_error() {
-        let s = settings("[models.c]\nmodel = \"vertex_ai/claude\"\n");
+        let s = settings("[models.c]\nmodel = \"bedrock_x/claude\"\n");
         let err = ModelRegistry::from_settings(&s).unwrap_err().to_string();
         assert!(
             err.contains("model 'c'") && err.contains("api_base"),

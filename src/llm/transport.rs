@@ -79,6 +79,11 @@ impl Transport {
         })
     }
 
+    /// The shared client, for a provider's side requests (Google access tokens).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     pub fn timeouts(&self) -> LlmTimeouts {
         self.timeouts
     }

@@ -58,7 +58,8 @@ pub async fn spawn_app() -> TestApp {
 }
 
 /// Starts triage with test defaults (fast retries and timeouts, a model `fake` pointing at
-/// the fake LLM) plus `extra` TOML layered on top. `{LLM}` in `extra` becomes the fake's URL.
+/// the fake LLM) plus `extra` TOML layered on top. `{LLM}` in `extra` becomes the fake's URL
+/// (`…/v1`), `{LLM_ORIGIN}` its origin (Gemini and Vertex bases).
 pub async fn spawn_app_with(extra: &str) -> TestApp {
     spawn_app_layers(&[extra]).await
 }
@@ -104,7 +105,10 @@ auto_title = false
         db = data_dir.join("triage.db").display()
     );
     let mut layers = vec![base_toml];
-    layers.extend(extras.iter().map(|e| e.replace("{LLM}", &llm.base_url())));
+    layers.extend(extras.iter().map(|e| {
+        e.replace("{LLM}", &llm.base_url())
+            .replace("{LLM_ORIGIN}", &llm.origin())
+    }));
     let layers: Vec<&str> = layers.iter().map(String::as_str).collect();
     let settings = Settings::from_holmes_and_toml(holmes, &layers).expect("test settings");
     let mut app = spawn_with_settings(settings, llm).await;

@@ -43,6 +43,7 @@ mod openapi;
 mod operations;
 mod policy_strace;
 mod provider_anthropic;
+mod provider_gemini;
 mod readme;
 mod run_fixes;
 mod sandbox;

@@ -16,8 +16,14 @@
 //! Anthropic does (HTTP 400 `invalid_request_error`), every request the real API refuses
 //! (headers, alternation, tool pairing, empty text, thinking signatures…), and answers in
 //! Anthropic's SSE events or message JSON (see `anthropic/`).
+//!
+//! Gemini (`/v1beta/models/{m}:streamGenerateContent?alt=sse`), Vertex AI
+//! (`/v1/projects/{p}/locations/{l}/publishers/{google|anthropic}/models/{m}:…`) and Google's
+//! token endpoints (`/token`, the metadata server's path) answer from the same script, refusing
+//! what Gemini and Vertex refuse (see `gemini/`).
 
-mod anthropic;
+pub(crate) mod anthropic;
+mod gemini;
 mod step;
 mod window;
 mod wire;
@@ -97,6 +103,7 @@ struct Inner {
     in_flight: AtomicUsize,
     changed: tokio::sync::Notify,
     anthropic: anthropic::AnthropicState,
+    google: gemini::GoogleState,
 }
 
 impl Default for Inner {
@@ -109,6 +116,7 @@ impl Default for Inner {
             in_flight: AtomicUsize::default(),
             changed: tokio::sync::Notify::default(),
             anthropic: anthropic::AnthropicState::default(),
+            google: gemini::GoogleState::new(),
         }
     }
 }
@@ -157,6 +165,19 @@ impl FakeLlm {
             .route("/chat/completions", post(complete))
             .route("/v1/models", get(list_models))
             .route("/v1/messages", post(anthropic::messages))
+            .route(
+                "/v1beta/models/{model}",
+                post(gemini::ai_studio).get(gemini::get_model),
+            )
+            .route(
+                "/v1/projects/{project}/locations/{location}/publishers/{publisher}/models/{model}",
+                post(gemini::vertex).get(gemini::vertex_get_model),
+            )
+            .route("/token", post(gemini::token))
+            .route(
+                "/computeMetadata/v1/instance/service-accounts/default/token",
+                get(gemini::metadata_token),
+            )
             .layer(DefaultBodyLimit::disable())
             .with_state(inner.clone());
         let task = tokio::spawn(async move {
@@ -188,6 +209,38 @@ impl FakeLlm {
     /// e.g. "http://127.0.0.1:PORT/v1"
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// e.g. "http://127.0.0.1:PORT": the `api_base` of Gemini and Vertex entries.
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Gemini requests must carry this API key (else any non-empty one is taken).
+    pub fn set_gemini_api_key(&self, key: &str) {
+        *self
+            .inner
+            .google
+            .api_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(key.to_owned());
+    }
+
+    /// The token endpoint (`{origin}/token`) accepts JWTs of `email` signed with the key of
+    /// `private_key_pem` (PKCS#8), as Google accepts those of a service account's key.
+    pub fn trust_service_account(&self, email: &str, private_key_pem: &str) {
+        let key = gemini::public_key_of(private_key_pem).expect("fake llm: a PKCS#8 RSA key");
+        *self
+            .inner
+            .google
+            .trusted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((email.to_owned(), key));
+    }
+
+    /// Token requests received (service-account grants and metadata-server reads).
+    pub fn google_token_requests(&self) -> usize {
+        self.inner.google.token_requests.load(Ordering::SeqCst)
     }
 
     /// The bound socket address.

@@ -1,5 +1,6 @@
 //! The native Anthropic provider: the Messages API (Anthropic, and Azure AI Foundry's
-//! Anthropic endpoint through `api_base`), streamed. One concept per file: `models.rs` (what
+//! Anthropic endpoint through `api_base`, and Claude on Vertex AI: token auth, the version in
+//! the body), streamed. One concept per file: `models.rs` (what
 //! an `anthropic/` entry resolves to), `messages.rs` (our history as Messages turns),
 //! `request.rs` (the request body), `stream.rs` (the streamed answer as fragments). Retries,
 //! timeouts and the bounded event stream are the shared `Transport`'s.
@@ -17,7 +18,9 @@ use futures::stream::BoxStream;
 pub use models::{API_VERSION, KEY_VAR, check_entry, endpoint, known_model};
 
 use super::error::LlmError;
+use super::gemini::{VERTEX_ANTHROPIC_VERSION, with_google_token};
 use super::provider::{CompletionRequest, Fragment, Provider};
+use super::registry::Auth;
 use super::transport::Transport;
 use stream::AnswerStream;
 
@@ -35,7 +38,16 @@ impl AnthropicClient {
         req: &'a CompletionRequest<'a>,
     ) -> BoxStream<'a, Result<Fragment, LlmError>> {
         Box::pin(async_stream::try_stream! {
-            let body = serde_json::to_vec(&request::body(req)?)
+            let mut body = request::body(req)?;
+            let vertex = matches!(req.model.auth, Auth::Google(_));
+            if vertex {
+                // Claude on Vertex: the model is in the URL, the version in the body.
+                if let Some(fields) = body.as_object_mut() {
+                    fields.remove("model");
+                    fields.insert("anthropic_version".into(), VERTEX_ANTHROPIC_VERSION.into());
+                }
+            }
+            let body = serde_json::to_vec(&body)
                 .map(bytes::Bytes::from)
                 .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
             let model = req.model;
@@ -45,9 +57,16 @@ impl AnthropicClient {
             // first event: while nothing has been passed on, that is retried like a 529.
             'call: loop {
                 attempt += 1;
+                let token = with_google_token(&self.transport, model).await?;
                 let response = self
                     .transport
-                    .open_with_retries(model, || model.authorize(self.transport.post(model, body.clone())))
+                    .open_with_retries(model, || {
+                        let builder = model.authorize(self.transport.post(model, body.clone()));
+                        match &token {
+                            Some(t) => builder.bearer_auth(t),
+                            None => builder,
+                        }
+                    })
                     .await?;
                 let mut events = std::pin::pin!(self.transport.events(response));
                 let mut answer = AnswerStream::default();

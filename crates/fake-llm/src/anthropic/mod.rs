@@ -95,14 +95,19 @@ pub(crate) async fn messages(
             "anthropic-version: header is required",
         );
     }
-    let body = parse(&raw);
+    answer_body(inner, &raw, parse(&raw)).await
+}
+
+/// A Messages request whose headers passed: validated, then answered. Claude on Vertex comes
+/// here too, its model (named in the URL) put back in the body.
+pub(crate) async fn answer_body(inner: Arc<Inner>, raw: &Bytes, body: Value) -> Response {
     if let Err(message) = validate::request(&body, &inner.anthropic.secret) {
         return error(400, "invalid_request_error", &message);
     }
     let (scripted, responder) = inner.script().next();
     let step = scripted.or_else(|| match responder? {
         Responder::Json(f) => Some(f(&body)),
-        Responder::Raw(f) => Some(f(&raw)),
+        Responder::Raw(f) => Some(f(raw)),
     });
     let Some(step) = step else {
         return error(500, "api_error", EXHAUSTED_MESSAGE);
