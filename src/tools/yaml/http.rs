@@ -37,6 +37,9 @@ pub struct HttpTool {
     schema: Value,
     params: BTreeMap<String, Param>,
     url: String,
+    /// What the rendered URL's host and port must match: the template's, with each
+    /// placeholder one DNS label (a value cannot add `.evil.com` after a fixed host).
+    authority: regex::Regex,
     method: reqwest::Method,
     headers: HeaderMap,
     requires_approval: bool,
@@ -67,6 +70,7 @@ impl HttpTool {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(format!("`url` {url} must start with http:// or https://"));
         }
+        let authority = authority_pattern(&url)?;
         let mut headers = HeaderMap::new();
         for (key, value) in spec.headers {
             let name = HeaderName::from_bytes(key.as_bytes())
@@ -89,6 +93,7 @@ impl HttpTool {
             schema: spec.schema,
             params: spec.params,
             url,
+            authority,
             method,
             headers,
             requires_approval: spec.requires_approval,
@@ -105,6 +110,16 @@ impl HttpTool {
             reqwest::Url::parse(&rendered).map_err(|e| format!("invalid URL {rendered}: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(format!("{rendered} is not an http(s) URL"));
+        }
+        let host = url.host_str().unwrap_or_default();
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        if !self.authority.is_match(&authority) {
+            return Err(format!(
+                "{rendered}: the values change the host the tool's URL names"
+            ));
         }
         Ok(url)
     }
@@ -198,5 +213,54 @@ impl Tool for HttpTool {
 
     fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(self.call(params, ctx))
+    }
+}
+
+/// The template's host (and port) as an anchored pattern: literal text as written (lowercase,
+/// as URL parsing normalises hosts), each `{{ … }}` one DNS label.
+fn authority_pattern(url: &str) -> Result<regex::Regex, String> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    if authority.contains('@') {
+        return Err(format!(
+            "`url` {url}: credentials in the URL are not allowed"
+        ));
+    }
+    let mut pattern = String::from("^");
+    let mut text = authority;
+    while let Some(start) = text.find("{{") {
+        pattern.push_str(&regex::escape(&text[..start].to_ascii_lowercase()));
+        let close = text[start..]
+            .find("}}")
+            .ok_or_else(|| format!("`url` {url}: an unclosed `{{{{` in the host"))?;
+        pattern.push_str("[a-z0-9-]+");
+        text = &text[start + close + 2..];
+    }
+    pattern.push_str(&regex::escape(&text.to_ascii_lowercase()));
+    // A default port is dropped by URL parsing: the template's `:443` may be absent.
+    let pattern = match pattern.strip_suffix(":443").or(pattern.strip_suffix(":80")) {
+        Some(without) => format!("{without}(:(443|80))?$"),
+        None => format!("{pattern}$"),
+    };
+    regex::Regex::new(&pattern).map_err(|e| format!("`url` {url}: {e}"))
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::authority_pattern;
+
+    #[test]
+    fn a_value_cannot_move_the_host() {
+        let fixed = authority_pattern("https://api.example.com{{ p }}/v1").unwrap();
+        assert!(fixed.is_match("api.example.comx"));
+        assert!(!fixed.is_match("api.example.com.evil.com"));
+        let label = authority_pattern("https://{{ cluster }}.grafana.net/api?q={{ q }}").unwrap();
+        assert!(label.is_match("prod-1.grafana.net"));
+        assert!(!label.is_match("evil.com.grafana.net"));
+        let plain = authority_pattern("http://127.0.0.1:8080/x/{{ a }}").unwrap();
+        assert!(plain.is_match("127.0.0.1:8080"));
+        assert!(!plain.is_match("127.0.0.1:8081"));
+        assert!(authority_pattern("https://u:{{ p }}@h/").is_err());
     }
 }
