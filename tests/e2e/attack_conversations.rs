@@ -214,7 +214,7 @@ async fn a_title_with_nul_is_refused() {
 
 #[tokio::test]
 async fn a_title_with_nul_is_refused_on_postgres() {
-    let Some(database) = crate::webhooks_out::fresh_database().await else {
+    let Some(database) = crate::conversations_pg::fresh_database().await else {
         return;
     };
     let config = format!("[conversations]\ndatabase_url = \"{database}\"\n");
@@ -257,7 +257,7 @@ async fn a_nul_in_a_query_is_refused() {
 
 #[tokio::test]
 async fn a_nul_in_a_query_is_refused_on_postgres() {
-    let Some(database) = crate::webhooks_out::fresh_database().await else {
+    let Some(database) = crate::conversations_pg::fresh_database().await else {
         return;
     };
     let config = format!("[conversations]\ndatabase_url = \"{database}\"\n");

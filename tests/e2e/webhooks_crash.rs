@@ -147,7 +147,7 @@ async fn kill_9_loses_no_delivery() {
 /// receiver: every delivery arrives once — no delivery is sent by both — and in order.
 #[tokio::test]
 async fn two_replicas_send_each_delivery_once() {
-    let Some(database) = crate::webhooks_out::fresh_database().await else {
+    let Some(database) = crate::conversations_pg::fresh_database().await else {
         return;
     };
     let llm = FakeLlm::start().await;

@@ -8,9 +8,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sqlx::Connection;
 
+use crate::conversations_pg::fresh_database;
 use crate::helpers::{TestApp, json_body, spawn_app_with, tool_writable_dir};
 use crate::webhook_receiver::{Got, Receiver};
-use crate::webhooks_out::{SECRET, fresh_database, receiver_toml};
+use crate::webhooks_out::{SECRET, receiver_toml};
 use fake_llm::Step;
 
 async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {

@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::Connection;
 
+use crate::conversations_pg::fresh_database;
 use crate::helpers::{TestApp, json_body, spawn_app_with};
 use crate::webhook_receiver::{Answer, Got, Receiver};
 use fake_llm::Step;
@@ -93,25 +93,6 @@ async fn every_change_arrives_on_postgres() {
     ))
     .await;
     every_change_arrives(&app, &receiver).await;
-}
-
-pub(crate) async fn fresh_database() -> Option<String> {
-    let Ok(admin_url) = std::env::var("POSTGRES_TEST_URL") else {
-        eprintln!("skipped on PostgreSQL: POSTGRES_TEST_URL is not set");
-        return None;
-    };
-    let name = format!("triage_e2e_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = sqlx::PgConnection::connect(&admin_url)
-        .await
-        .expect("connect to POSTGRES_TEST_URL");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut admin)
-        .await
-        .expect("create a test database");
-    let _ = admin.close().await;
-    let mut url = url::Url::parse(&admin_url).expect("a postgres:// URL");
-    url.set_path(&format!("/{name}"));
-    Some(url.to_string())
 }
 
 /// The receiver is down while a conversation runs; it comes back answering 500, 429 with
