@@ -12,7 +12,9 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use crate::sandbox::{Approval, Grants, Sandbox};
+use crate::tools::ToolOutput;
 use crate::tools::capped::Capped;
+use crate::wire::events::ToolStatus;
 
 /// The PATH the commands get, whatever triage's own PATH is.
 pub const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -53,6 +55,58 @@ pub enum Outcome {
 pub struct Finished {
     pub output: Vec<u8>,
     pub outcome: Outcome,
+}
+
+impl Finished {
+    /// The tool result this run gives: status, error and exit code from the outcome, a marker
+    /// where the output was cut. `decorate` may append to the output first (a hint, say).
+    pub fn into_tool_output(
+        self,
+        timeout: Duration,
+        max_output: usize,
+        decorate: impl FnOnce(&mut String),
+    ) -> ToolOutput {
+        let mut data = String::from_utf8_lossy(&self.output).into_owned();
+        decorate(&mut data);
+        let (status, error, code) = match self.outcome {
+            Outcome::TimedOut => (
+                ToolStatus::Error,
+                Some(format!(
+                    "Command timed out after {} s",
+                    timeout.as_secs_f64()
+                )),
+                None,
+            ),
+            Outcome::Truncated => {
+                if !data.ends_with('\n') {
+                    data.push('\n');
+                }
+                data.push_str(&format!(
+                    "[output cut at {max_output} bytes; the command was stopped]"
+                ));
+                (ToolStatus::Success, None, None)
+            }
+            Outcome::Signaled(sig) => (
+                ToolStatus::Error,
+                Some(format!("Command was killed by signal {sig}")),
+                None,
+            ),
+            Outcome::Exited(0) if data.is_empty() => (ToolStatus::NoData, None, Some(0)),
+            Outcome::Exited(0) => (ToolStatus::Success, None, Some(0)),
+            Outcome::Exited(code) => (
+                ToolStatus::Error,
+                Some(format!("Command exited with code {code}")),
+                Some(code),
+            ),
+        };
+        ToolOutput {
+            status,
+            data,
+            error,
+            return_code: code,
+            invocation: None,
+        }
+    }
 }
 
 /// The environment of the commands, from a lookup in triage's environment.

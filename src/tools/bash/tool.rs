@@ -158,49 +158,16 @@ impl BashTool {
                 return with_invocation(ToolOutput::error(format!("Could not run bash: {e}")));
             }
         };
-        let mut data = String::from_utf8_lossy(&finished.output).into_owned();
-        if data.contains("Permission denied") {
-            if !data.ends_with('\n') {
-                data.push('\n');
-            }
-            data.push_str(SANDBOX_NOTE);
-        }
-        let (status, error, code) = match finished.outcome {
-            run::Outcome::TimedOut => (
-                ToolStatus::Error,
-                Some(format!("Command timed out after {secs} s")),
-                None,
-            ),
-            run::Outcome::Truncated => {
-                if !data.ends_with('\n') {
-                    data.push('\n');
+        let output =
+            finished.into_tool_output(Duration::from_secs(secs), self.max_output, |data| {
+                if data.contains("Permission denied") {
+                    if !data.ends_with('\n') {
+                        data.push('\n');
+                    }
+                    data.push_str(SANDBOX_NOTE);
                 }
-                data.push_str(&format!(
-                    "[output cut at {} bytes; the command was stopped]",
-                    self.max_output
-                ));
-                (ToolStatus::Success, None, None)
-            }
-            run::Outcome::Signaled(sig) => (
-                ToolStatus::Error,
-                Some(format!("Command was killed by signal {sig}")),
-                None,
-            ),
-            run::Outcome::Exited(0) if data.is_empty() => (ToolStatus::NoData, None, Some(0)),
-            run::Outcome::Exited(0) => (ToolStatus::Success, None, Some(0)),
-            run::Outcome::Exited(code) => (
-                ToolStatus::Error,
-                Some(format!("Command exited with code {code}")),
-                Some(code),
-            ),
-        };
-        with_invocation(ToolOutput {
-            status,
-            data,
-            error,
-            return_code: code,
-            invocation: None,
-        })
+            });
+        with_invocation(output)
     }
 }
 

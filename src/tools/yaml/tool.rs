@@ -44,45 +44,9 @@ impl Runner {
             Ok(f) => f,
             Err(e) => return ToolOutput::error(format!("Could not run bash: {e}")),
         };
-        let mut data = String::from_utf8_lossy(&finished.output).into_owned();
-        let (status, error, code) = match finished.outcome {
-            run::Outcome::TimedOut => (
-                ToolStatus::Error,
-                Some(format!(
-                    "Command timed out after {} s",
-                    timeout.as_secs_f64()
-                )),
-                None,
-            ),
-            run::Outcome::Truncated => {
-                if !data.ends_with('\n') {
-                    data.push('\n');
-                }
-                data.push_str(&format!(
-                    "[output cut at {} bytes; the command was stopped]",
-                    self.max_output
-                ));
-                (ToolStatus::Success, None, None)
-            }
-            run::Outcome::Signaled(sig) => (
-                ToolStatus::Error,
-                Some(format!("Command was killed by signal {sig}")),
-                None,
-            ),
-            run::Outcome::Exited(0) if data.is_empty() => (ToolStatus::NoData, None, Some(0)),
-            run::Outcome::Exited(0) => (ToolStatus::Success, None, Some(0)),
-            run::Outcome::Exited(code) => (
-                ToolStatus::Error,
-                Some(format!("Command exited with code {code}")),
-                Some(code),
-            ),
-        };
         ToolOutput {
-            status,
-            data,
-            error,
-            return_code: code,
             invocation: Some(command.to_owned()),
+            ..finished.into_tool_output(timeout, self.max_output, |_| {})
         }
     }
 }
