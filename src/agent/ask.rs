@@ -48,6 +48,11 @@ impl Agent {
             .complete(&request, None, |_| {})
             .await
             .map_err(|e| self.llm_failure(&setup, &e))?;
+        if let Some(fallback) = &completion.fallback {
+            // No stream to announce it in: the log says it.
+            let note = self.fallback_note(&setup, fallback);
+            tracing::warn!(requested_model = %note.requested_model, model = %note.model, reason = %note.reason, "a fallback model answered the side question request");
+        }
         let mut answer = completion.content.unwrap_or_default();
         self.masker.mask(&mut answer);
         setup.masker.mask(&mut answer);

@@ -11,8 +11,9 @@ use super::error::{RunError, RunErrorKind};
 use super::event::{AgentEvent, CompactionReport, CompactionStarted};
 use super::run::Live;
 use super::setup::RunSetup;
+use super::turn::announce_fallback;
 use crate::context::conversation::Conversation;
-use crate::llm::{CompletionRequest, LlmError, ModelConfig};
+use crate::llm::{AnsweredByFallback, CompletionRequest, LlmError, ModelConfig};
 use crate::wire::Message;
 use crate::wire::response::Usage;
 
@@ -40,6 +41,8 @@ struct SummaryCalls {
     usage: Usage,
     requests: u32,
     slot: Option<OwnedSemaphorePermit>,
+    /// Summary requests a fallback model answered.
+    fallbacks: Vec<AnsweredByFallback>,
 }
 
 impl Agent {
@@ -160,6 +163,7 @@ impl Agent {
             usage: Usage::default(),
             requests: 0,
             slot: live.slot.take(),
+            fallbacks: Vec::new(),
         };
         let summary = self
             .summarise(
@@ -169,7 +173,13 @@ impl Agent {
                 &instructions,
                 &mut calls,
             )
-            .await?;
+            .await;
+        // Announced whatever became of the summary: the switch of model happened.
+        for fallback in &calls.fallbacks {
+            let note = self.fallback_note(s, fallback);
+            announce_fallback(&live.emit, &mut live.fallbacks, note);
+        }
+        let summary = summary?;
         let preamble = self
             .prompts
             .render_compaction_preamble(summary_body(&summary))
@@ -286,6 +296,7 @@ impl Agent {
             calls.requests += 1;
             match self.llm.complete(&request, calls.slot.take(), |_| {}).await {
                 Ok(c) => {
+                    calls.fallbacks.extend(c.fallback);
                     if let Some(u) = c.usage {
                         let usage = &mut calls.usage;
                         usage.prompt_tokens += u.prompt_tokens;

@@ -46,6 +46,11 @@ impl Agent {
             .complete(&request, None, |_| {})
             .await
             .map_err(|e| self.llm_failure(&setup, &e))?;
+        if let Some(fallback) = &completion.fallback {
+            // No stream to announce it in: the log says it.
+            let note = self.fallback_note(&setup, fallback);
+            tracing::warn!(requested_model = %note.requested_model, model = %note.model, reason = %note.reason, "a fallback model answered the title request");
+        }
         let mut title = clean_title(&completion.content.unwrap_or_default(), max_chars);
         self.masker.mask(&mut title);
         setup.masker.mask(&mut title);

@@ -15,7 +15,7 @@ use super::setup::RunSetup;
 use super::state::RunState;
 use super::structured::{FormatCheck, repair_prompt};
 use crate::context::tokens::count_message;
-use crate::llm::{Completion, CompletionRequest, LlmError};
+use crate::llm::{AnsweredByFallback, Completion, CompletionRequest, LlmError};
 use crate::wire::Message;
 use crate::wire::response::{ModelFallback, ResponseFormatReport};
 
@@ -217,16 +217,8 @@ impl Agent {
             answered_by,
         );
         if let Some(fallback) = &completion.fallback {
-            let mut reason = fallback.reason.clone();
-            self.masker.mask(&mut reason);
-            s.masker.mask(&mut reason);
-            let note = ModelFallback {
-                requested_model: s.model.key.clone(),
-                model: fallback.model.key.clone(),
-                reason,
-            };
-            live.fallbacks.push(note.clone());
-            live.emit.emit(AgentEvent::ModelFallback(note));
+            let note = self.fallback_note(s, fallback);
+            announce_fallback(&live.emit, &mut live.fallbacks, note);
         }
         Ok((completion, reply))
     }
@@ -313,12 +305,20 @@ impl Agent {
             .await
             .map_err(|e| self.llm_failure(s, &e))?;
         let text = completion.content.unwrap_or_default();
+        let answered_by = completion
+            .fallback
+            .as_ref()
+            .map_or(&s.model, |fallback| &fallback.model);
         live.state.usage.record_or_estimate(
             completion.usage,
             live.conv.total(),
             || s.model.tokenizer.count(&text),
-            &s.model,
+            answered_by,
         );
+        if let Some(fallback) = &completion.fallback {
+            let note = self.fallback_note(s, fallback);
+            announce_fallback(&live.emit, &mut live.fallbacks, note);
+        }
         let clean = match check.check(&text) {
             Ok(clean) => clean,
             Err(violations) => return Ok(Err(violations)),
@@ -332,6 +332,23 @@ impl Agent {
     }
 
     /// An LLM failure as the run's error; provider messages can echo credentials: masked.
+    /// What the stream and the answer's metadata say of a call a fallback answered; the
+    /// reason quotes a provider error, which can echo credentials.
+    pub(super) fn fallback_note(
+        &self,
+        s: &RunSetup,
+        fallback: &AnsweredByFallback,
+    ) -> ModelFallback {
+        let mut reason = fallback.reason.clone();
+        self.masker.mask(&mut reason);
+        s.masker.mask(&mut reason);
+        ModelFallback {
+            requested_model: s.model.key.clone(),
+            model: fallback.model.key.clone(),
+            reason,
+        }
+    }
+
     pub(super) fn llm_failure(&self, s: &RunSetup, e: &LlmError) -> RunError {
         let mut message = e.to_string();
         self.masker.mask(&mut message);
@@ -345,4 +362,15 @@ impl Agent {
         };
         RunError::new(kind, message)
     }
+}
+
+/// Every call a fallback answered is announced in the stream and listed in the answer's
+/// metadata: never a silent switch of model.
+pub(super) fn announce_fallback(
+    emit: &Emitter,
+    fallbacks: &mut Vec<ModelFallback>,
+    note: ModelFallback,
+) {
+    fallbacks.push(note.clone());
+    emit.emit(AgentEvent::ModelFallback(note));
 }

@@ -26,6 +26,8 @@ pub use complete::{Llm, SCRIPTED_PREFIX};
 pub use error::LlmError;
 pub use gemini::GeminiClient;
 pub use openai::OpenAiClient;
-pub use provider::{Completion, CompletionRequest, Fragment, Provider, ToolCallFragment};
+pub use provider::{
+    AnsweredByFallback, Completion, CompletionRequest, Fragment, Provider, ToolCallFragment,
+};
 pub use registry::{ModelConfig, ModelLookupError, ModelRegistry};
 pub use transport::{LlmTimeouts, RetryPolicy, Transport};

@@ -370,6 +370,54 @@ async fn without_fallbacks_an_outage_is_the_error() {
 }
 
 #[tokio::test]
+async fn a_summary_answered_by_the_fallback_is_announced_too() {
+    let app = spawn_app_with(&format!(
+        "{FALLBACK}[models.fake.custom_args]\nmax_context_size = 8192\n\
+         [toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n"
+    ))
+    .await;
+    let words = |n: usize| "pod node disk memory error ".repeat(n / 5);
+    let history = json!([
+        {"role": "user", "content": format!("Why is checkout slow? {}", words(2000))},
+        {"role": "assistant", "content": format!("Looking into it. {}", words(2000))},
+    ]);
+    // The summary request finds the primary down; the answer after it finds it back.
+    app.llm.push(Step::error(503, "upstream down"));
+    app.llm.push(Step::error(503, "upstream down"));
+    app.llm.push(Step::text("<summary>\nSUMMARY\n</summary>"));
+    app.llm.push(Step::text("answer"));
+    let events = app
+        .chat_sse(&json!({"ask": "Any news?", "conversation_history": history}))
+        .await;
+    let order = names(&events);
+    let at = |name: &str| order.iter().position(|n| *n == name);
+    let fallback = at("model_fallback").expect("a model_fallback event");
+    assert!(
+        at("conversation_history_compaction_start") < Some(fallback),
+        "{order:?}"
+    );
+    assert!(
+        Some(fallback) < at("conversation_history_compacted"),
+        "{order:?}"
+    );
+    let end = last(&events);
+    assert_eq!(end.data["analysis"], "answer", "{end:?}");
+    let notes = end.data["metadata"]["model_fallbacks"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0]["model"], "backup");
+    let models: Vec<Value> = app
+        .llm
+        .requests()
+        .iter()
+        .map(|r| r["model"].clone())
+        .collect();
+    assert_eq!(
+        models,
+        ["fake-model", "fake-model", "backup-model", "fake-model"]
+    );
+}
+
+#[tokio::test]
 async fn the_model_table_sets_the_window_that_drives_compaction() {
     // gpt-4 has an 8192-token window in the table; no max_context_size is configured.
     let app = spawn_app_with(
