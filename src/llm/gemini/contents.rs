@@ -274,12 +274,37 @@ fn part(p: &Value) -> Option<Value> {
                 .and_then(|r| r.split_once(";base64,"))
             {
                 Some((mime, data)) => Some(json!({"inlineData": {"mimeType": mime, "data": data}})),
-                // Gemini fetches only its own file URIs; any other URL is named for the model.
-                None => Some(text(&format!("[Image: {url}]"))),
+                None => match own_file_mime(url) {
+                    Some(mime) => Some(json!({"fileData": {"mimeType": mime, "fileUri": url}})),
+                    // Gemini fetches only its own file URIs; any other URL is named for the model.
+                    None => Some(text(&format!("[Image: {url}]"))),
+                },
             }
         }
         _ => None,
     }
+}
+
+/// The image type of a file Gemini reads itself (Cloud Storage on Vertex AI, the Files API
+/// on AI Studio), from its extension: `fileData` must name one, and a file of another type
+/// would be refused.
+fn own_file_mime(url: &str) -> Option<&'static str> {
+    let own =
+        url.starts_with("gs://") || url.starts_with("https://generativelanguage.googleapis.com/");
+    if !own {
+        return None;
+    }
+    let path = url.split(['?', '#']).next().unwrap_or(url);
+    let extension = path.rsplit_once('.')?.1.to_ascii_lowercase();
+    Some(match extension.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "webp" => "image/webp",
+        "heic" => "image/heic",
+        "heif" => "image/heif",
+        "gif" => "image/gif",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -83,3 +83,20 @@ fn without_tools_calls_are_text_and_images_inline() {
     assert!(!flat.contains("functionCall") && !flat.contains("functionResponse"));
     assert!(flat.contains("out"));
 }
+
+#[test]
+fn cloud_storage_images_are_file_data_other_urls_are_named() {
+    let history = [Message::user(json!([
+        {"type": "image_url", "image_url": {"url": "gs://bucket/graphs/cpu.PNG"}},
+        {"type": "image_url", "image_url": {"url": "gs://bucket/notes.txt"}},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cpu.png"}}
+    ]))];
+    let t = translate(&history, false);
+    let parts = &t.contents[0]["parts"];
+    assert_eq!(
+        parts[0]["fileData"],
+        json!({"mimeType": "image/png", "fileUri": "gs://bucket/graphs/cpu.PNG"})
+    );
+    assert_eq!(parts[1]["text"], "[Image: gs://bucket/notes.txt]");
+    assert_eq!(parts[2]["text"], "[Image: https://example.com/cpu.png]");
+}
