@@ -322,6 +322,23 @@ impl Store {
         Ok(written == 1)
     }
 
+    /// Deletes `receiver`'s dead letters that failed before `cutoff`; returns how many.
+    pub async fn purge_dead_letters(
+        &self,
+        receiver: &str,
+        cutoff: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
+        // A dead letter's `next_attempt_at` is the moment it failed (`outbox_failed`).
+        Ok(on_pool!(&self.inner.db, pool => sqlx::query(
+            "DELETE FROM webhook_outbox WHERE status = 'failed' AND receiver = $1 \
+             AND next_attempt_at < $2")
+            .bind(receiver)
+            .bind(to_micros(cutoff))
+            .execute(pool)
+            .await?
+            .rows_affected()))
+    }
+
     /// Every claim given up: a single replica (SQLite) starting again owns them all.
     pub async fn release_outbox_claims(&self) -> Result<u64, StoreError> {
         Ok(on_pool!(&self.inner.db, pool => sqlx::query(

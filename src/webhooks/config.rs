@@ -48,6 +48,9 @@ pub struct WebhookSettings {
     pub retry_max_delay_secs: f64,
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
+    /// How long a dead letter stays listed (and retryable) before it is deleted.
+    #[serde(default = "default_dead_letter_retention")]
+    pub dead_letter_retention_secs: f64,
 }
 
 /// Without the secrets: a settings dump in a log must not carry them.
@@ -90,6 +93,10 @@ fn default_base_delay() -> u64 {
 fn default_max_delay() -> f64 {
     300.0
 }
+fn default_dead_letter_retention() -> f64 {
+    // Two weeks: time to notice a receiver's outage and retry what it missed.
+    14.0 * 24.0 * 3600.0
+}
 fn default_max_in_flight() -> usize {
     4
 }
@@ -113,6 +120,7 @@ impl WebhookSettings {
             retry_base_delay_ms: default_base_delay(),
             retry_max_delay_secs: default_max_delay(),
             max_in_flight: default_max_in_flight(),
+            dead_letter_retention_secs: default_dead_letter_retention(),
         }
     }
 
@@ -195,6 +203,11 @@ pub fn validate(receivers: &[WebhookSettings]) -> Result<(), String> {
             ("timeout_secs", r.timeout_secs, false),
             ("max_age_secs", r.max_age_secs, false),
             ("retry_max_delay_secs", r.retry_max_delay_secs, false),
+            (
+                "dead_letter_retention_secs",
+                r.dead_letter_retention_secs,
+                false,
+            ),
             ("flush_delay_secs", r.flush_delay_secs, true),
         ];
         for (field, value, zero_ok) in seconds {

@@ -37,7 +37,8 @@
 //!   `retry_max_delay_secs`), never sooner than `Retry-After`; after `max_attempts`, or
 //!   `max_age_secs` after it was written, a delivery is dead-lettered (status `failed`,
 //!   listed by `GET /api/webhooks/deliveries?status=failed`, queued again by `POST
-//!   /api/webhooks/deliveries/{id}/retry`). A 4xx other than 408, 425 and 429, or a
+//!   /api/webhooks/deliveries/{id}/retry`) until `dead_letter_retention_secs` have passed,
+//!   then deleted, so a receiver that stays away cannot fill the database. A 4xx other than 408, 425 and 429, or a
 //!   redirect, is dead-lettered at once: the same request cannot succeed.
 //! - **Isolation.** Runs, event streams and a run's end only write rows; the worker is a
 //!   separate task with a client per receiver (redirects never followed, a deadline per
@@ -111,7 +112,13 @@ pub async fn start(receivers: &[WebhookSettings], store: &Store) -> Result<(), S
         worker::spawn(Arc::new(receiver), store.downgrade(), owner);
     }
     worker::report(
-        receivers.iter().map(|r| r.name.clone()).collect(),
+        receivers
+            .iter()
+            .map(|r| {
+                let retention = Duration::from_secs_f64(r.dead_letter_retention_secs);
+                (r.name.clone(), retention)
+            })
+            .collect(),
         store.downgrade(),
     );
     Ok(())

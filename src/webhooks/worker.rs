@@ -128,8 +128,9 @@ async fn deliver(receiver: Arc<Receiver>, store: Store, owner: Uuid, seq: i64) {
     }
 }
 
-/// Keeps the queue gauges of `receivers` current until the store is gone.
-pub(crate) fn report(receivers: Vec<String>, store: WeakStore) {
+/// Keeps the queue gauges of `receivers` current, and deletes their dead letters older than
+/// each one's retention, until the store is gone.
+pub(crate) fn report(receivers: Vec<(String, Duration)>, store: WeakStore) {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(STATS_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -144,7 +145,21 @@ pub(crate) fn report(receivers: Vec<String>, store: WeakStore) {
                 }
             };
             let now = live.now();
-            for name in &receivers {
+            for (name, retention) in &receivers {
+                let Ok(retention) = chrono::TimeDelta::from_std(*retention) else {
+                    continue;
+                };
+                match live.purge_dead_letters(name, now - retention).await {
+                    Ok(0) => {}
+                    Ok(purged) => {
+                        tracing::info!(receiver = %name, purged, "webhook dead letters past their retention deleted");
+                    }
+                    Err(e) => {
+                        tracing::warn!(receiver = %name, error = %e, "cannot delete old webhook dead letters")
+                    }
+                }
+            }
+            for (name, _) in &receivers {
                 let queue = stats.iter().find(|s| &s.receiver == name);
                 let pending = queue.map_or(0, |q| q.pending);
                 let failed = queue.map_or(0, |q| q.failed);

@@ -348,6 +348,32 @@ async fn dead_letters_are_listed_and_retried() {
     assert_eq!(status, 422);
 }
 
+#[tokio::test]
+async fn dead_letters_are_deleted_after_their_retention() {
+    let receiver = Receiver::up(SECRET).await;
+    receiver.set_default(Answer::Status(400));
+    let app = spawn_app_with(&receiver_toml(
+        &receiver.url(),
+        "updates = [\"conversations\"]\ndead_letter_retention_secs = 1",
+    ))
+    .await;
+    post(&app, "/api/conversations", json!({"title": "one"})).await;
+    let failed = wait_failed(&app, 1).await;
+    let id = failed[0]["id"].as_str().unwrap().to_owned();
+    // The purge runs with the queue gauges, every few seconds.
+    for _ in 0..300 {
+        let (_, page) = app.get_json("/api/webhooks/deliveries?status=failed").await;
+        if page["items"] == json!([]) {
+            // Deleted, not queued again: nothing is pending either.
+            let (_, pending) = app.get_json("/api/webhooks/deliveries").await;
+            assert_eq!(pending["items"], json!([]), "{pending}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the dead letter {id} outlived its retention");
+}
+
 async fn wait_failed(app: &TestApp, n: usize) -> Vec<Value> {
     for _ in 0..400 {
         let (status, page) = app.get_json("/api/webhooks/deliveries?status=failed").await;
