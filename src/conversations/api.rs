@@ -35,6 +35,7 @@ pub struct CreateConversation {
     pub max_iterations: Option<u32>,
     #[serde(default)]
     pub stuck_detection: Option<bool>,
+    /// At most 500 characters, without NUL.
     #[serde(default)]
     pub title: Option<String>,
     #[serde(default)]
@@ -87,6 +88,7 @@ pub struct SendMessage {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateConversation {
+    /// At most 500 characters, without NUL.
     #[serde(default)]
     pub title: Option<String>,
     #[serde(default)]
@@ -230,7 +232,7 @@ pub struct ForkConversation {
     /// The fork's id (client-chosen UUID; 409 if taken); a new one by default.
     #[serde(default)]
     pub id: Option<Uuid>,
-    /// Default: the source's title.
+    /// Default: the source's title. At most 500 characters, without NUL.
     #[serde(default)]
     pub title: Option<String>,
     /// Default: the source's tags.

@@ -98,6 +98,7 @@ pub struct Conversations {
 }
 
 const TAG_VALUE_MAX: usize = 256;
+const TITLE_MAX: usize = 500;
 
 impl Conversations {
     pub fn new(
@@ -298,12 +299,21 @@ impl Conversations {
 }
 
 /// PostgreSQL refuses a NUL in text (a 500 otherwise). Other control characters are kept:
-/// what shows a title neutralises them (the CLI does).
+/// what shows a title neutralises them (the CLI does). A title is a line in a list, and each
+/// webhook snapshot carries it: its length is bounded.
 fn check_title(title: Option<&str>) -> Result<(), ConversationError> {
-    if title.is_some_and(|t| t.contains('\0')) {
+    let Some(title) = title else {
+        return Ok(());
+    };
+    if title.contains('\0') {
         return Err(ConversationError::BadInput(
             "title: NUL characters are not allowed".into(),
         ));
+    }
+    if title.chars().count() > TITLE_MAX {
+        return Err(ConversationError::BadInput(format!(
+            "title: at most {TITLE_MAX} characters"
+        )));
     }
     Ok(())
 }

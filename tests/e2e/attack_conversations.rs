@@ -206,7 +206,8 @@ async fn racing_answers_apply_once() {
 }
 
 /// A client names a conversation with a NUL: PostgreSQL refused the write (a 500 with the
-/// database's message). Refused on create, PATCH and fork, on every store.
+/// database's message). Refused on create, PATCH and fork, on every store, like a title of
+/// more than 500 characters.
 #[tokio::test]
 async fn a_title_with_nul_is_refused() {
     hostile_titles(&spawn_app().await).await;
@@ -225,7 +226,8 @@ async fn hostile_titles(app: &TestApp) {
     let (status, created) = post(app, "/api/conversations", json!({"title": "fine"})).await;
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
-    for title in ["a\u{0}b", "\u{0}"] {
+    let long = "é".repeat(501);
+    for title in ["a\u{0}b", "\u{0}", long.as_str()] {
         let body = json!({"title": title});
         let (status, answer) = post(app, "/api/conversations", body.clone()).await;
         assert_eq!(status, 400, "create {title:?}: {answer}");
@@ -242,10 +244,12 @@ async fn hostile_titles(app: &TestApp) {
         let (status, answer) = post(app, &path, body).await;
         assert_eq!(status, 400, "fork {title:?}: {answer}");
     }
+    let (status, _) = post(app, "/api/conversations", json!({"title": "é".repeat(500)})).await;
+    assert_eq!(status, 201, "500 characters are a title");
     let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(info["title"], "fine");
     let (_, page) = app.get_json("/api/conversations/search").await;
-    assert_eq!(page["items"].as_array().unwrap().len(), 1, "{page}");
+    assert_eq!(page["items"].as_array().unwrap().len(), 2, "{page}");
 }
 
 /// `%00` in a filter (`status`, `kind`, `body`, `receiver`): PostgreSQL refused the query and
