@@ -578,6 +578,14 @@ async fn an_http_server_that_restarts_is_reconnected() {
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        if transport == "streamableHttp" {
+            // Idle, nothing tells it is gone but the pings: the status says so soon.
+            let deadline = Instant::now() + Duration::from_secs(40);
+            while server(&info(&app).await, "web")["status"] == "connected" {
+                assert!(Instant::now() < deadline, "still shown as connected");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
         // A call while it is down is an error result, not a hang.
         let results = run_calls(&app, vec![("down", "echo", json!({"message": "x"}))]).await;
         assert_eq!(results[0]["result"]["status"], "error", "{}", results[0]);

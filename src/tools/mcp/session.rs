@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::model::{ClientRequest, PingRequest};
+use rmcp::service::{NotificationContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -29,6 +30,11 @@ const HELD: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often an idle session's transport is checked.
 const CHECK_EVERY: Duration = Duration::from_secs(5);
+/// How often an idle streamable-HTTP session is pinged: it holds no connection whose loss
+/// would tell that the server went away, so without a ping it would show as connected until
+/// the next call failed.
+const PING_EVERY: Duration = Duration::from_secs(10);
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Wakes the supervisor when the server says its tools changed.
 struct Handler {
@@ -129,6 +135,15 @@ async fn run_once(
     let waiting = session.waiting();
     tokio::pin!(waiting);
     let mut check = tokio::time::interval(CHECK_EVERY);
+    let pings = matches!(
+        endpoint,
+        Endpoint::Http {
+            mode: McpMode::StreamableHttp,
+            ..
+        }
+    );
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             quit = &mut waiting => {
@@ -148,6 +163,11 @@ async fn run_once(
                 let why = server.lock().last_error.clone().unwrap_or_default();
                 return with_stderr(format!("a call found the connection broken ({why})"), process.as_mut());
             }
+            _ = ping.tick(), if pings => {
+                if let Err(why) = alive(&peer).await {
+                    return format!("the server stopped answering pings ({why})");
+                }
+            }
             _ = check.tick() => {
                 if peer.is_transport_closed() {
                     return with_stderr("the connection dropped".into(), process.as_mut());
@@ -157,6 +177,20 @@ async fn run_once(
                 }
             }
         }
+    }
+}
+
+/// Pings the server. Any answer, an error included, says it is there; a transport failure or
+/// no answer in time says it is not.
+async fn alive(peer: &rmcp::Peer<RoleClient>) -> Result<(), String> {
+    let request = ClientRequest::PingRequest(PingRequest {
+        method: Default::default(),
+        extensions: Default::default(),
+    });
+    match tokio::time::timeout(PING_TIMEOUT, peer.send_request(request)).await {
+        Ok(Ok(_) | Err(ServiceError::McpError(_))) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} s", PING_TIMEOUT.as_secs())),
     }
 }
 
