@@ -63,7 +63,7 @@ pub fn accept(
             ));
             continue;
         }
-        let validator = match jsonschema::validator_for(&schema) {
+        let validator = match argument_validator(&schema) {
             Ok(v) => v,
             Err(e) => {
                 rejected.push(reject(format!(
@@ -238,6 +238,19 @@ impl Tool for McpTool {
 
 /// The result as the model reads it: text blocks joined, other blocks summarised (read as
 /// JSON, so that content types newer than this code still show), capped.
+/// A server's schema is the server's word, not ours: its patterns get a small compiled size
+/// and a backtracking bound, so a hostile pattern costs a refusal, not a stuck worker.
+fn argument_validator(schema: &Value) -> Result<jsonschema::Validator, String> {
+    let patterns = jsonschema::PatternOptions::fancy_regex()
+        .backtrack_limit(10_000)
+        .size_limit(1 << 20)
+        .dfa_size_limit(1 << 20);
+    jsonschema::options()
+        .with_pattern_options(patterns)
+        .build(schema)
+        .map_err(|e| e.to_string())
+}
+
 pub fn render(result: CallToolResult) -> ToolOutput {
     let mut parts: Vec<String> = Vec::new();
     for block in &result.content {
@@ -370,6 +383,31 @@ mod tests {
         assert_eq!(names.len(), 3, "{rejected:?}");
         assert!(names.contains(&"array") && names.contains(&"broken"));
         assert!(!ok[0].validator.is_valid(&json!({"a": "1; rm -rf /"})));
+    }
+
+    #[test]
+    fn hostile_patterns_end_and_refuse() {
+        let settings: super::super::McpServerSettings =
+            serde_json::from_value(json!({"config": {"command": "x"}})).expect("settings");
+        let with_pattern = |pattern: &str| json!({"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}});
+        let tools = vec![
+            // A back-reference: only a backtracking engine runs it, exponentially here.
+            listed("bomb", with_pattern("^(\\w+\\s?)*\\1$")),
+            // Compiles to far more than the size bound.
+            listed("huge", with_pattern("(\\w{100}){100}{100}")),
+        ];
+        let (ok, _) = accept("srv", &settings, tools);
+        let hostile = json!({"a": format!("{}!", "ab".repeat(5000))});
+        // The checks end, and what they cannot decide is not valid: nothing is sent.
+        for tool in &ok {
+            assert!(!tool.validator.is_valid(&hostile), "{}", tool.name);
+            assert!(
+                !tool.validator.is_valid(&json!({"a": "x"})),
+                "{}",
+                tool.name
+            );
+        }
+        assert!(ok[0].validator.is_valid(&json!({"a": "abab"})));
     }
 
     #[tokio::test]
