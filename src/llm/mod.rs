@@ -2,6 +2,7 @@
 //! OpenAI-compatible provider and an in-process scripted one for tests of the agent.
 
 pub mod anthropic;
+mod answer;
 mod assemble;
 mod auth;
 pub mod catalog;
