@@ -35,17 +35,16 @@ impl BedrockClient {
     }
 }
 
+/// Builds one attempt's request.
+type BuildRequest<'a> = Box<dyn Fn() -> reqwest::RequestBuilder + Send + Sync + 'a>;
+
 /// The request `body` to `model`, signed afresh for each attempt (a signature is good for
 /// minutes; a retry may come later).
 pub fn signed_post<'a>(
     transport: &'a Transport,
     model: &'a ModelConfig,
     body: bytes::Bytes,
-) -> impl Fn() -> futures::future::BoxFuture<
-    'a,
-    Result<Box<dyn Fn() -> reqwest::RequestBuilder + Send + Sync + 'a>, LlmError>,
-> + Send
-+ 'a {
+) -> impl Fn() -> futures::future::BoxFuture<'a, Result<BuildRequest<'a>, LlmError>> + Send + 'a {
     move || {
         let body = body.clone();
         Box::pin(async move {

@@ -97,7 +97,7 @@ pub(crate) async fn converse_stream(
         }
     }
     inner.changed.notify_waiters();
-    if let Err(refusal) = signature::check(&inner.bedrock, &uri, &headers, &raw) {
+    if let Some(refusal) = signature::check(&inner.bedrock, &uri, &headers, &raw) {
         return refusal;
     }
     let Some(model) = uri

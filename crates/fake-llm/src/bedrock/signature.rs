@@ -16,12 +16,24 @@ use super::{BedrockState, error};
 
 const MISMATCH: &str = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.";
 
+/// The refusal AWS would answer, if any.
 pub(crate) fn check(
     state: &BedrockState,
     uri: &Uri,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(), Response> {
+) -> Option<Response> {
+    verify(state, uri, headers, body)
+        .err()
+        .map(|refusal| *refusal)
+}
+
+fn verify(
+    state: &BedrockState,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), Box<Response>> {
     let header = |name: &str| {
         headers
             .get(name)
@@ -38,7 +50,7 @@ pub(crate) fn check(
         return if trusted.as_deref() == Some(token) {
             Ok(())
         } else {
-            Err(error(
+            Err(refuse(
                 403,
                 "AccessDeniedException",
                 "Invalid API Key format: Must start with pre-defined prefix",
@@ -46,7 +58,7 @@ pub(crate) fn check(
         };
     }
     let Some(fields) = authorization.strip_prefix("AWS4-HMAC-SHA256 ") else {
-        return Err(error(
+        return Err(refuse(
             403,
             "MissingAuthenticationTokenException",
             "Missing Authentication Token",
@@ -62,14 +74,14 @@ pub(crate) fn check(
     // Credential=AKID/20250101/us-east-1/bedrock/aws4_request
     let scope: Vec<&str> = field("Credential").split('/').collect();
     let [key_id, _date, region, service, "aws4_request"] = scope[..] else {
-        return Err(error(
+        return Err(refuse(
             403,
             "IncompleteSignatureException",
             "Authorization header requires a valid Credential",
         ));
     };
     if service != "bedrock" {
-        return Err(error(
+        return Err(refuse(
             403,
             "InvalidSignatureException",
             &format!("Credential should be scoped to correct service: 'bedrock', not '{service}'"),
@@ -82,14 +94,14 @@ pub(crate) fn check(
         .get(key_id)
         .cloned();
     let Some(secret) = secret else {
-        return Err(error(
+        return Err(refuse(
             403,
             "UnrecognizedClientException",
             "The security token included in the request is invalid.",
         ));
     };
     let signed_at = signing_time(header("x-amz-date")).ok_or_else(|| {
-        error(
+        refuse(
             403,
             "IncompleteSignatureException",
             "x-amz-date is missing or malformed",
@@ -100,11 +112,15 @@ pub(crate) fn check(
         .or_else(|e| Ok::<_, ()>(e.duration()))
         .unwrap_or_default();
     if skew > Duration::from_secs(300) {
-        return Err(error(403, "InvalidSignatureException", "Signature expired"));
+        return Err(refuse(
+            403,
+            "InvalidSignatureException",
+            "Signature expired",
+        ));
     }
     let names: Vec<&str> = field("SignedHeaders").split(';').collect();
     if !names.contains(&"host") || !names.contains(&"x-amz-date") {
-        return Err(error(403, "InvalidSignatureException", MISMATCH));
+        return Err(refuse(403, "InvalidSignatureException", MISMATCH));
     }
     let signed: Vec<(&str, &str)> = names.iter().map(|n| (*n, header(n))).collect();
     let token = header("x-amz-security-token");
@@ -124,7 +140,7 @@ pub(crate) fn check(
         .settings(SigningSettings::default())
         .build()
     else {
-        return Err(error(403, "InvalidSignatureException", MISMATCH));
+        return Err(refuse(403, "InvalidSignatureException", MISMATCH));
     };
     let url = format!(
         "http://{}{}",
@@ -138,8 +154,12 @@ pub(crate) fn check(
     if expected.as_deref() == Some(field("Signature")) {
         Ok(())
     } else {
-        Err(error(403, "InvalidSignatureException", MISMATCH))
+        Err(refuse(403, "InvalidSignatureException", MISMATCH))
     }
+}
+
+fn refuse(status: u16, kind: &str, message: &str) -> Box<Response> {
+    Box::new(error(status, kind, message))
 }
 
 /// `20250102T030405Z` as a time.
