@@ -399,3 +399,91 @@ async fn check_probes_bedrock_with_a_bearer_token_and_web_identity() {
     let _ = std::fs::remove_file(list);
     let _ = std::fs::remove_file(token_file);
 }
+
+#[tokio::test]
+async fn compaction_summarises_then_answers() {
+    let app = bedrock(
+        SONNET_35,
+        "custom_args = { max_context_size = 8000 }\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n",
+    )
+    .await;
+    let long = |tag: &str| format!("{tag} {}", "pod node disk memory error ".repeat(250));
+    app.llm
+        .push(Step::text("<summary>SUMMARY-MARKER</summary>"));
+    app.llm.push(Step::text("Checkout waits on the database."));
+    let history = json!([
+        {"role": "user", "content": long("Why is checkout slow?")},
+        {"role": "assistant", "content": long("Looking into it.")},
+    ]);
+    let events = app
+        .chat_sse(&json!({"ask": "Any news?", "conversation_history": history}))
+        .await;
+    assert!(
+        names(&events).contains(&"conversation_history_compacted"),
+        "{:?}",
+        names(&events)
+    );
+    assert_answered(&events, "Checkout waits on the database.");
+    assert!(app.llm.requests()[1].to_string().contains("SUMMARY-MARKER"));
+}
+
+/// The fake refuses what Bedrock refuses, so the flows above passing means triage's requests
+/// are valid: each request here breaks one rule.
+#[tokio::test]
+async fn the_fake_refuses_what_bedrock_refuses() {
+    let llm = FakeLlm::start().await;
+    llm.trust_bedrock_bearer("k");
+    llm.push(Step::text("never"));
+    let url = format!(
+        "{}/model/{}/converse-stream",
+        llm.origin(),
+        "anthropic.claude-3-5-sonnet-20240620-v1%3A0"
+    );
+    let client = reqwest::Client::new();
+    let send = |body: Value, auth: &'static str| {
+        let request = client
+            .post(&url)
+            .header("authorization", auth)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        async move {
+            let r = request.send().await.expect("fake answers");
+            (r.status().as_u16(), r.text().await.unwrap_or_default())
+        }
+    };
+    let user = |text: &str| json!({"role": "user", "content": [{"text": text}]});
+    let call = json!({"role": "assistant", "content": [
+        {"toolUse": {"toolUseId": "t1", "name": "bash", "input": {}}}]});
+    let result = json!({"role": "user", "content": [
+        {"toolResult": {"toolUseId": "t1", "content": [{"text": "ok"}]}}]});
+    let tools = json!({"tools": [{"toolSpec": {"name": "bash", "inputSchema": {"json": {"type": "object"}}}}]});
+    for (body, expected) in [
+        (
+            json!({"messages": [user("a"), call, result.clone()]}),
+            "toolConfig field must be defined",
+        ),
+        (json!({"messages": [user("a"), user("b")]}), "alternate"),
+        (
+            json!({"messages": [{"role": "user", "content": [{"text": " "}]}]}),
+            "blank",
+        ),
+        (
+            json!({"messages": [user("a"), {"role": "assistant", "content": [{"text": "x"}]}, result],
+                "toolConfig": tools}),
+            "does not match any toolUse",
+        ),
+        (
+            json!({"messages": [user("a"), {"role": "assistant", "content": [
+            {"reasoningContent": {"reasoningText": {"text": "t", "signature": "forged"}}},
+            {"text": "x"}]}, user("b")]}),
+            "signature",
+        ),
+    ] {
+        let (status, text) = send(body, "Bearer k").await;
+        assert_eq!(status, 400, "{text}");
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    let (status, text) = send(json!({"messages": [user("a")]}), "Bearer wrong").await;
+    assert_eq!(status, 403, "{text}");
+    assert_eq!(llm.remaining(), 1, "every refusal came before the script");
+}
