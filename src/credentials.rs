@@ -27,6 +27,7 @@ const CREDENTIAL_ENV_VARS: &[&str] = &[
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
     "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
     "MISTRAL_API_KEY",
     "GROQ_API_KEY",
     "DEEPSEEK_API_KEY",
@@ -298,6 +299,8 @@ mod tests {
         let vars = [
             ("AZURE_API_KEY", "azure-secret-value"),
             ("AWS_SESSION_TOKEN", "session-token-value"),
+            ("AWS_BEARER_TOKEN_BEDROCK", "bedrock-api-key-value"),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "container-token-value"),
             ("MY_SERVICE_PASSWORD", "hunter2hunter2"),
             ("GITHUB_TOKEN", "ghp_abcdefghijkl"),
             ("MAX_TOKENS_LIMIT", "100000"),
@@ -312,6 +315,8 @@ mod tests {
             [
                 "azure-secret-value",
                 "session-token-value",
+                "bedrock-api-key-value",
+                "container-token-value",
                 "hunter2hunter2",
                 "ghp_abcdefghijkl"
             ]

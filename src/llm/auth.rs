@@ -17,6 +17,8 @@ pub enum Auth {
     GoogleApiKey(String),
     /// Google OAuth tokens (Vertex AI), added per call by the provider.
     Google(Arc<super::gemini::auth::GoogleAuth>),
+    /// AWS: SigV4 or a Bedrock bearer token, added per call by the provider.
+    Aws(Arc<super::bedrock::auth::AwsAuth>),
 }
 
 impl Auth {
@@ -26,7 +28,17 @@ impl Auth {
             Auth::Bearer(k) | Auth::AzureKey(k) | Auth::AnthropicKey(k) | Auth::GoogleApiKey(k) => {
                 Some(k)
             }
-            Auth::None | Auth::Google(_) => None,
+            Auth::None | Auth::Google(_) | Auth::Aws(_) => None,
+        }
+    }
+}
+
+impl Auth {
+    /// Every secret the auth holds (the key, an AWS entry's secret keys), for the masker.
+    pub fn secrets(&self) -> Vec<String> {
+        match self {
+            Auth::Aws(aws) => aws.secrets(),
+            other => other.key().map(str::to_owned).into_iter().collect(),
         }
     }
 }
@@ -42,7 +54,7 @@ impl ModelConfig {
                 .header("x-api-key", key)
                 .header("anthropic-version", super::anthropic::API_VERSION),
             Auth::GoogleApiKey(key) => builder.header("x-goog-api-key", key),
-            Auth::Google(_) => builder,
+            Auth::Google(_) | Auth::Aws(_) => builder,
         };
         for (name, value) in &self.extra_headers {
             builder = builder.header(name, value);

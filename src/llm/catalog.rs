@@ -89,9 +89,24 @@ fn reduce(model: &str) -> String {
     rest.replace('.', "-")
 }
 
+/// HolmesGPT's rule is `max(64000, 12% of the window)`; capped by what the model can emit and by
+/// half the window so small local models keep room for their input.
+pub fn default_output_budget(context_window: u32, model_max: Option<u32>) -> u32 {
+    let budget = 64_000.max(context_window / 100 * 12);
+    budget
+        .min(model_max.unwrap_or(u32::MAX))
+        .min(context_window / 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_budgets() {
+        assert_eq!(default_output_budget(128_000, Some(16_384)), 16_384);
+        assert_eq!(default_output_budget(1_000_000, None), 120_000);
+    }
 
     #[test]
     fn the_table_parses_and_is_dated() {

@@ -19,6 +19,8 @@ pub struct Llm {
     anthropic: Option<Arc<dyn Provider>>,
     /// Gemini's generateContent, for `gemini/…` and `vertex_ai/gemini-…` models.
     gemini: Option<Arc<dyn Provider>>,
+    /// ConverseStream, for `bedrock/…` models.
+    bedrock: Option<Arc<dyn Provider>>,
     /// In-process scripted answers for models named `scripted/…` (tests of the agent).
     scripted: Option<Arc<dyn Provider>>,
     /// A whole call, retries included (llm.request_timeout_secs).
@@ -35,6 +37,7 @@ impl Llm {
             openai,
             anthropic: None,
             gemini: None,
+            bedrock: None,
             scripted: None,
             request_timeout,
             slot_wait,
@@ -56,24 +59,29 @@ impl Llm {
         self
     }
 
+    pub fn with_bedrock(mut self, provider: Arc<dyn Provider>) -> Llm {
+        self.bedrock = Some(provider);
+        self
+    }
+
     fn provider(&self, model: &ModelConfig) -> Result<&dyn Provider, LlmError> {
+        let missing = |provider: &str| {
+            LlmError::Protocol(format!(
+                "model '{}' needs the {provider} provider, which this process was built without",
+                model.key
+            ))
+        };
         match (&self.scripted, model.api) {
             (Some(scripted), _) if model.model_id.starts_with(SCRIPTED_PREFIX) => {
                 Ok(scripted.as_ref())
             }
             (_, Api::OpenAiChat) => Ok(self.openai.as_ref()),
-            (_, Api::AnthropicMessages) => self.anthropic.as_deref().ok_or_else(|| {
-                LlmError::Protocol(format!(
-                    "model '{}' needs the Anthropic provider, which this process was built without",
-                    model.key
-                ))
-            }),
-            (_, Api::GeminiGenerate) => self.gemini.as_deref().ok_or_else(|| {
-                LlmError::Protocol(format!(
-                    "model '{}' needs the Gemini provider, which this process was built without",
-                    model.key
-                ))
-            }),
+            (_, Api::AnthropicMessages) => self
+                .anthropic
+                .as_deref()
+                .ok_or_else(|| missing("Anthropic")),
+            (_, Api::GeminiGenerate) => self.gemini.as_deref().ok_or_else(|| missing("Gemini")),
+            (_, Api::BedrockConverse) => self.bedrock.as_deref().ok_or_else(|| missing("Bedrock")),
         }
     }
 

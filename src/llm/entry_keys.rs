@@ -35,9 +35,20 @@ pub const BODY_KEYS: &[&str] = &[
     "extra_body",
 ];
 
-/// Read by the provider an entry names (Vertex AI's project, location and credentials, as
-/// LiteLLM names them), never sent in a body.
-pub const PROVIDER_KEYS: &[&str] = &["vertex_project", "vertex_location", "vertex_credentials"];
+/// Read by the provider an entry names (Vertex AI's project, location and credentials, AWS
+/// credentials, region, profile and Bedrock endpoint, as LiteLLM names them), never sent in a
+/// body.
+pub const PROVIDER_KEYS: &[&str] = &[
+    "vertex_project",
+    "vertex_location",
+    "vertex_credentials",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "aws_region_name",
+    "aws_profile_name",
+    "aws_bedrock_runtime_endpoint",
+];
 
 /// Sent as HTTP headers (a table of name → value).
 pub const HEADERS_KEY: &str = "extra_headers";

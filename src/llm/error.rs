@@ -12,8 +12,9 @@ pub enum LlmError {
     #[error(
         "LLM provider rejected the credentials of model '{model}' (HTTP {status}): {message}. \
          Check that model's api_key (or the variable it falls back to: OPENAI_API_KEY, \
-         ANTHROPIC_API_KEY, AZURE_API_KEY, GEMINI_API_KEY, GOOGLE_APPLICATION_CREDENTIALS, or its \
-         provider prefix's key variable such as GROQ_API_KEY)"
+         ANTHROPIC_API_KEY, AZURE_API_KEY, GEMINI_API_KEY, GOOGLE_APPLICATION_CREDENTIALS, the AWS \
+         credentials or AWS_BEARER_TOKEN_BEDROCK for bedrock/ models, or its provider prefix's \
+         key variable such as GROQ_API_KEY)"
     )]
     Auth {
         status: u16,

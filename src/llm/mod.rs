@@ -1,9 +1,11 @@
 //! The LLM side: the model registry, the provider seam (`Provider`, `Llm`), the
 //! OpenAI-compatible provider and an in-process scripted one for tests of the agent.
 
+mod answer;
 pub mod anthropic;
 mod assemble;
 mod auth;
+pub mod bedrock;
 pub mod catalog;
 mod complete;
 pub mod entry_keys;
@@ -22,6 +24,7 @@ pub mod scripted;
 mod transport;
 
 pub use anthropic::AnthropicClient;
+pub use bedrock::BedrockClient;
 pub use complete::{Llm, SCRIPTED_PREFIX};
 pub use error::LlmError;
 pub use gemini::GeminiClient;

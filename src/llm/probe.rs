@@ -30,7 +30,8 @@ impl Probe {
             Probe::Reachable => "reachable".into(),
             Probe::AuthRefused { status, message } => format!(
                 "auth refused (HTTP {status}: {message}): check the api_key of model '{}' \
-                 (or the variable it falls back to: OPENAI_API_KEY, ANTHROPIC_API_KEY, AZURE_API_KEY)",
+                 (or the variable it falls back to: OPENAI_API_KEY, ANTHROPIC_API_KEY, AZURE_API_KEY; \
+                 for bedrock/ models the AWS credentials or AWS_BEARER_TOKEN_BEDROCK)",
                 model.key
             ),
             Probe::NotFound { url, hint } => format!("not found: {url} answered 404{hint}"),
@@ -68,8 +69,29 @@ fn request(
 
 /// Probes one model within `timeout` per request.
 pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duration) -> Probe {
+    if let super::registry::Auth::Aws(auth) = &model.auth {
+        // Bedrock: a one-token ConverseStream answer, signed like every call.
+        let body = json!({"messages": [{"role": "user", "content": [{"text": "Reply with OK."}]}],
+                          "inferenceConfig": {"maxTokens": 1}})
+        .to_string();
+        let headers = match auth.signer(&model.key).await {
+            Ok(signer) => signer.headers(&model.endpoint, body.as_bytes()),
+            Err(e) => Err(e),
+        };
+        let headers = match headers {
+            Ok(h) => h,
+            Err(e) => return Probe::Failed(e.to_string()),
+        };
+        let mut post = http
+            .post(&model.endpoint)
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        for (name, value) in &headers {
+            post = post.header(name.as_str(), value.as_str());
+        }
+        return probe_direct(http, model, post.body(body), timeout).await;
+    }
     if let Some(url) = super::gemini::models::model_url(&model.endpoint) {
-        return probe_google(http, model, http.get(url), timeout).await;
+        return probe_direct(http, model, http.get(url), timeout).await;
     }
     if let Some(base) = model.endpoint.strip_suffix(":streamRawPredict") {
         // Claude on Vertex: a one-token answer, not streamed.
@@ -79,7 +101,7 @@ pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duratio
             .post(format!("{base}:rawPredict"))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_string());
-        return probe_google(http, model, post, timeout).await;
+        return probe_direct(http, model, post, timeout).await;
     }
     let azure = model.endpoint.contains("/openai/deployments/");
     let listed = match models_url(&model.endpoint).filter(|_| !azure) {
@@ -98,9 +120,10 @@ pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duratio
     }
 }
 
-/// Gemini's `models.get` of the model (free, and it says whether the key and the name are
-/// good), or Claude on Vertex's one-token answer, with the model's Google key or token.
-async fn probe_google(
+/// One request that says whether the credentials and the name are good: Gemini's
+/// `models.get` (free), Claude on Vertex's or Bedrock's one-token answer; with the model's
+/// Google key or token, or already signed.
+async fn probe_direct(
     http: &reqwest::Client,
     model: &ModelConfig,
     builder: reqwest::RequestBuilder,

@@ -29,6 +29,8 @@ pub enum Api {
     AnthropicMessages,
     /// Gemini's `streamGenerateContent` (Google AI Studio, Vertex AI).
     GeminiGenerate,
+    /// Bedrock's ConverseStream.
+    BedrockConverse,
 }
 
 #[derive(Debug)]
@@ -289,6 +291,7 @@ fn resolve(
         .as_deref()
         .map(|b| b.trim_end_matches('/').to_owned());
     let env_key = |var: &str| std::env::var(var).ok().filter(|k| !k.is_empty());
+    super::bedrock::models::refuse_aws_keys(&provider, entry).map_err(invalid)?;
     let mut api = Api::OpenAiChat;
     let (endpoint, wire_model, auth) = match provider.as_str() {
         "anthropic" => {
@@ -314,6 +317,10 @@ fn resolve(
             let (google_api, endpoint, auth) = google.map_err(invalid)?;
             api = google_api;
             (endpoint, name.to_owned(), auth)
+        }
+        "bedrock" => {
+            api = Api::BedrockConverse;
+            super::bedrock::resolve(name, api_base.as_deref(), entry).map_err(invalid)?
         }
         "azure" => {
             let base = api_base.ok_or_else(|| {
@@ -409,7 +416,9 @@ fn resolve(
         .llm
         .max_output_tokens
         .or(entry.max_tokens)
-        .unwrap_or_else(|| default_output_budget(context_window, known.map(|k| k.output)));
+        .unwrap_or_else(|| {
+            super::catalog::default_output_budget(context_window, known.map(|k| k.output))
+        });
     if api == Api::AnthropicMessages {
         // The API requires max_tokens: the entry's, else the model's output budget. THINKING
         // (HolmesGPT's default for every model) is checked as the entry's own would be.
@@ -454,7 +463,7 @@ fn resolve(
         .filter(|(k, _)| crate::credentials::is_credential_name(k) || k.contains("credentials"))
         .filter_map(|(_, v)| v.as_str().map(str::to_owned))
         .collect();
-    credentials.extend(auth.key().map(str::to_owned));
+    credentials.extend(auth.secrets());
     Ok(ModelConfig {
         credentials,
         key: key.to_owned(),
@@ -503,15 +512,6 @@ fn openai_base() -> String {
         )
 }
 
-/// HolmesGPT's rule is `max(64000, 12% of the window)`; capped by what the model can emit and by
-/// half the window so small local models keep room for their input.
-fn default_output_budget(context_window: u32, model_max: Option<u32>) -> u32 {
-    let budget = 64_000.max(context_window / 100 * 12);
-    budget
-        .min(model_max.unwrap_or(u32::MAX))
-        .min(context_window / 2)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,12 +542,6 @@ mod tests {
         assert_eq!(r.resolve(Some("a")).unwrap().context_window, 9000);
         assert_eq!(r.resolve(Some("a")).unwrap().max_output_tokens, 4500);
         assert_eq!(r.resolve(Some("b")).unwrap().context_window, 50000);
-    }
-
-    #[test]
-    fn output_budgets() {
-        assert_eq!(default_output_budget(128_000, Some(16_384)), 16_384);
-        assert_eq!(default_output_budget(1_000_000, None), 120_000);
     }
 
     #[test]

@@ -330,7 +330,7 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .map(|s| Duration::from_secs_f64(s.min(3600.0)))
 }
 
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut msg = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -13,7 +13,9 @@ use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
-use crate::llm::{AnthropicClient, GeminiClient, Llm, ModelRegistry, OpenAiClient, Transport};
+use crate::llm::{
+    AnthropicClient, BedrockClient, GeminiClient, Llm, ModelRegistry, OpenAiClient, Transport,
+};
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::stateless::{ApprovalSigner, StatelessChat};
@@ -128,7 +130,8 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
         timeouts.first_byte,
     )
     .with_anthropic(Arc::new(AnthropicClient::new(transport.clone())))
-    .with_gemini(Arc::new(GeminiClient::new(transport)));
+    .with_gemini(Arc::new(GeminiClient::new(transport.clone())))
+    .with_bedrock(Arc::new(BedrockClient::new(transport)));
     let a = &settings.agent;
     let masker = SecretMasker::new(crate::credentials::known_secrets(settings, &models));
     Ok(Arc::new(Agent {

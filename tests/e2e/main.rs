@@ -43,6 +43,8 @@ mod openapi;
 mod operations;
 mod policy_strace;
 mod provider_anthropic;
+mod provider_bedrock;
+mod provider_common;
 mod provider_gemini;
 mod readme;
 mod run_fixes;

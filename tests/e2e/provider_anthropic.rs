@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, names, spawn_app_with};
+use crate::provider_common::{assert_answered, last_event, request_blocks};
 use fake_llm::{FakeLlm, Step};
 
 const CLAUDE: &str = "default_model = \"claude\"\n[models.claude]\nmodel = \"anthropic/claude-sonnet-4-5\"\napi_base = \"{LLM}\"\napi_key = \"sk-ant-test\"\n";
@@ -14,16 +15,9 @@ async fn claude(extra: &str) -> TestApp {
     spawn_app_with(&format!("{CLAUDE}{extra}")).await
 }
 
-fn last_event(events: &[crate::helpers::Event]) -> &Value {
-    &events.last().expect("events").data
-}
-
 /// The content blocks of message `i` of request `n`.
 fn blocks(app: &TestApp, n: usize, i: usize) -> Vec<Value> {
-    app.llm.requests()[n]["messages"][i]["content"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
+    request_blocks(app, n, ("messages", "content"), i)
 }
 
 #[tokio::test]
@@ -68,8 +62,7 @@ async fn plain_answer_streamed_and_not() {
         "Streamed answer.",
     ));
     let events = app.chat_sse(&json!({"ask": "again", "stream": true})).await;
-    assert_eq!(names(&events).last(), Some(&"ai_answer_end"));
-    assert_eq!(last_event(&events)["analysis"], "Streamed answer.");
+    assert_answered(&events, "Streamed answer.");
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, names, spawn_app_with};
+use crate::provider_common::{assert_answered, last_event, pending_ids, request_blocks};
 use fake_llm::{FakeLlm, Step};
 
 const GEMINI: &str = "default_model = \"gem\"\n[models.gem]\nmodel = \"gemini/gemini-2.5-flash\"\napi_base = \"{LLM_ORIGIN}\"\napi_key = \"AIza-test\"\n";
@@ -20,28 +21,9 @@ async fn gemini(extra: &str) -> TestApp {
     app
 }
 
-fn last_event(events: &[crate::helpers::Event]) -> &Value {
-    &events.last().expect("events").data
-}
-
 /// The parts of content `i` of request `n`.
 fn parts(app: &TestApp, n: usize, i: usize) -> Vec<Value> {
-    app.llm.requests()[n]["contents"][i]["parts"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// The ids of the calls in a history waiting for a decision.
-fn pending_ids(history: &Value) -> Vec<String> {
-    history
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
-        .filter(|c| c["pending_approval"] == true || c["pending_frontend"] == true)
-        .filter_map(|c| c["id"].as_str().map(str::to_owned))
-        .collect()
+    request_blocks(app, n, ("contents", "parts"), i)
 }
 
 #[tokio::test]
@@ -69,8 +51,7 @@ async fn plain_answer_streamed_and_not() {
 
     app.llm.push(Step::text("Streamed answer."));
     let events = app.chat_sse(&json!({"ask": "again", "stream": true})).await;
-    assert_eq!(names(&events).last(), Some(&"ai_answer_end"));
-    assert_eq!(last_event(&events)["analysis"], "Streamed answer.");
+    assert_answered(&events, "Streamed answer.");
 }
 
 #[tokio::test]

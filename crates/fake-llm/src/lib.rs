@@ -21,8 +21,12 @@
 //! (`/v1/projects/{p}/locations/{l}/publishers/{google|anthropic}/models/{m}:…`) and Google's
 //! token endpoints (`/token`, the metadata server's path) answer from the same script, refusing
 //! what Gemini and Vertex refuse (see `gemini/`).
+//!
+//! Bedrock's `POST /model/{id}/converse-stream` checks SigV4 signatures and answers in
+//! eventstream frames, with a fake STS at `/sts` for web identity (see `bedrock/`).
 
 pub(crate) mod anthropic;
+mod bedrock;
 mod gemini;
 mod step;
 mod window;
@@ -103,6 +107,7 @@ struct Inner {
     in_flight: AtomicUsize,
     changed: tokio::sync::Notify,
     anthropic: anthropic::AnthropicState,
+    bedrock: bedrock::BedrockState,
     google: gemini::GoogleState,
 }
 
@@ -116,6 +121,7 @@ impl Default for Inner {
             in_flight: AtomicUsize::default(),
             changed: tokio::sync::Notify::default(),
             anthropic: anthropic::AnthropicState::default(),
+            bedrock: bedrock::BedrockState::default(),
             google: gemini::GoogleState::new(),
         }
     }
@@ -173,6 +179,12 @@ impl FakeLlm {
                 "/v1/projects/{project}/locations/{location}/publishers/{publisher}/models/{model}",
                 post(gemini::vertex).get(gemini::vertex_get_model),
             )
+            .route(
+                "/model/{model}/converse-stream",
+                post(bedrock::converse_stream),
+            )
+            .route("/sts", post(bedrock::sts))
+            .route("/sts/", post(bedrock::sts))
             .route("/token", post(gemini::token))
             .route(
                 "/computeMetadata/v1/instance/service-accounts/default/token",
@@ -236,6 +248,42 @@ impl FakeLlm {
             .trusted
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some((email.to_owned(), key));
+    }
+
+    /// Bedrock accepts requests signed with this access key (SigV4, recomputed by the fake).
+    pub fn trust_aws_key(&self, access_key_id: &str, secret_access_key: &str) {
+        self.inner
+            .bedrock
+            .credentials
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(access_key_id.to_owned(), secret_access_key.to_owned());
+    }
+
+    /// Bedrock accepts `Authorization: Bearer <token>` (a Bedrock API key).
+    pub fn trust_bedrock_bearer(&self, token: &str) {
+        *self
+            .inner
+            .bedrock
+            .bearer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(token.to_owned());
+    }
+
+    /// The fake STS (`{origin}/sts`) gives credentials for `role_arn` to `web_identity_token`.
+    pub fn trust_web_identity(&self, role_arn: &str, web_identity_token: &str) {
+        *self
+            .inner
+            .bedrock
+            .web_identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) =
+            Some((role_arn.to_owned(), web_identity_token.to_owned()));
+    }
+
+    /// AssumeRoleWithWebIdentity calls received by the fake STS.
+    pub fn sts_requests(&self) -> usize {
+        self.inner.bedrock.sts_requests.load(Ordering::SeqCst)
     }
 
     /// Token requests received (service-account grants and metadata-server reads).

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::messages::{mark_cache_breakpoint, tool_blocks_as_text, translate};
 use super::models::thinking_enabled;
+use crate::llm::ModelConfig;
 use crate::llm::error::LlmError;
 use crate::llm::provider::CompletionRequest;
 
@@ -28,22 +29,8 @@ fn effort_budget(effort: &str) -> Option<u32> {
 pub fn body(req: &CompletionRequest<'_>) -> Result<Value, LlmError> {
     let model = req.model;
     let params = &model.extra_params;
-    let max_tokens = params
-        .get("max_completion_tokens")
-        .and_then(Value::as_u64)
-        .or(model.max_tokens.map(u64::from))
-        .unwrap_or(u64::from(model.max_output_tokens));
-    // `thinking`, `reasoning_effort` and `top_p` are the model's own fields: the entry's keys
-    // over HolmesGPT's THINKING / REASONING_EFFORT.
-    let thinking = match &model.thinking {
-        Some(t) => Some(t.clone()).filter(thinking_enabled),
-        None => model
-            .reasoning_effort
-            .as_deref()
-            .and_then(effort_budget)
-            .filter(|budget| u64::from(*budget) < max_tokens)
-            .map(|budget| json!({"type": "enabled", "budget_tokens": budget})),
-    };
+    let max_tokens = max_tokens(model);
+    let thinking = thinking(model, max_tokens);
     let history = translate(req.messages, thinking.is_some());
     let mut messages = history.messages;
     if req.tools.is_none() {
@@ -119,8 +106,33 @@ pub fn body(req: &CompletionRequest<'_>) -> Result<Value, LlmError> {
     Ok(Value::Object(body))
 }
 
+/// Claude's `thinking` parameter for a call of `max_tokens`: the entry's `thinking` (over
+/// HolmesGPT's THINKING), else a budget for its `reasoning_effort` (over REASONING_EFFORT).
+pub(crate) fn thinking(model: &ModelConfig, max_tokens: u64) -> Option<Value> {
+    match &model.thinking {
+        Some(t) => Some(t.clone()).filter(thinking_enabled),
+        None => model
+            .reasoning_effort
+            .as_deref()
+            .and_then(effort_budget)
+            .filter(|budget| u64::from(*budget) < max_tokens)
+            .map(|budget| json!({"type": "enabled", "budget_tokens": budget})),
+    }
+}
+
+/// The output budget of a call: `max_completion_tokens`, else the entry's `max_tokens`, else
+/// the model's output limit.
+pub(crate) fn max_tokens(model: &ModelConfig) -> u64 {
+    model
+        .extra_params
+        .get("max_completion_tokens")
+        .and_then(Value::as_u64)
+        .or(model.max_tokens.map(u64::from))
+        .unwrap_or(u64::from(model.max_output_tokens))
+}
+
 /// An OpenAI-format tool definition in Anthropic's shape.
-fn tool(definition: &Value) -> Value {
+pub(crate) fn tool(definition: &Value) -> Value {
     let function = definition.get("function").unwrap_or(definition);
     let mut schema = function
         .get("parameters")
@@ -145,7 +157,7 @@ fn tool(definition: &Value) -> Value {
 }
 
 /// The system-prompt instruction that stands for a `response_format`.
-fn format_instruction(format: &Value) -> Option<String> {
+pub(crate) fn format_instruction(format: &Value) -> Option<String> {
     const LEAD: &str = "Your final answer must be a single JSON object and nothing else: no \
                         prose before or after it, no code fences.";
     match format.get("type").and_then(Value::as_str)? {

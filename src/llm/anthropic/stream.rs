@@ -8,6 +8,8 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
+use crate::llm::Transport;
+use crate::llm::answer::AnswerReader;
 use crate::llm::error::LlmError;
 use crate::llm::provider::{Fragment, ToolCallFragment};
 use crate::wire::response::Usage;
@@ -213,6 +215,33 @@ impl AnswerStream {
             cache_read_input_tokens: self.cache_read,
             cache_creation_input_tokens: self.cache_creation,
         }
+    }
+}
+
+impl AnswerReader for AnswerStream {
+    type Event = String;
+
+    fn events(
+        transport: &Transport,
+        response: reqwest::Response,
+    ) -> futures::stream::BoxStream<'static, Result<String, LlmError>> {
+        transport.sse_data(response)
+    }
+
+    fn push(&mut self, data: String) -> Result<Vec<Fragment>, LlmError> {
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        AnswerStream::push(self, &data)
+    }
+
+    /// `message_stop` ends the answer; nothing after it is read.
+    fn is_done(&self) -> bool {
+        self.is_complete()
+    }
+
+    fn finish(self) -> Option<Vec<Fragment>> {
+        self.stopped.then(Vec::new)
     }
 }
 

@@ -15,12 +15,13 @@ mod request;
 mod schema;
 mod stream;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::Value;
 
+use super::answer::AnswerReader;
 use super::error::LlmError;
 use super::provider::{CompletionRequest, Fragment, Provider};
 use super::registry::{Auth, ModelConfig};
@@ -64,6 +65,28 @@ pub async fn with_google_token(
     }
 }
 
+/// Streams the answer to a JSON `body` posted to the model's endpoint, authorized by the
+/// entry's key or, on Vertex, a Google token fetched afresh for each attempt.
+pub fn stream_json<'a, R: AnswerReader + 'a>(
+    transport: &'a Transport,
+    model: &'a ModelConfig,
+    body: bytes::Bytes,
+) -> BoxStream<'a, Result<Fragment, LlmError>> {
+    transport.stream_answer::<R, _, _, _>(model, move || {
+        let body = body.clone();
+        async move {
+            let token = with_google_token(transport, model).await?;
+            Ok(move || {
+                let builder = model.authorize(transport.post(model, body.clone()));
+                match &token {
+                    Some(t) => builder.bearer_auth(t),
+                    None => builder,
+                }
+            })
+        }
+    })
+}
+
 pub struct GeminiClient {
     transport: Transport,
 }
@@ -84,60 +107,9 @@ impl Provider for GeminiClient {
                 .map(bytes::Bytes::from)
                 .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
             let model = req.model;
-            let started = Instant::now();
-            let mut attempt = 0;
-            'call: loop {
-                attempt += 1;
-                let token = with_google_token(&self.transport, model).await?;
-                let response = self
-                    .transport
-                    .open_with_retries(model, || {
-                        let builder = model.authorize(self.transport.post(model, body.clone()));
-                        match &token {
-                            Some(t) => builder.bearer_auth(t),
-                            None => builder,
-                        }
-                    })
-                    .await?;
-                let mut events = std::pin::pin!(self.transport.events(response));
-                let mut answer = AnswerStream::default();
-                let mut any_output = false;
-                while let Some(event) = events.next().await {
-                    let fragments = event.and_then(|e| {
-                        let data = e.data.trim();
-                        if data.is_empty() { Ok(Vec::new()) } else { answer.push(data) }
-                    });
-                    let fragments = match fragments {
-                        Ok(f) => f,
-                        Err(e) if !any_output => {
-                            let Some(delay) = self.transport.retry_delay(attempt, &e, started) else {
-                                Err(e)?
-                            };
-                            tracing::warn!(
-                                model = %model.key, attempt, delay_ms = delay.as_millis() as u64,
-                                error = %e, "retrying LLM call"
-                            );
-                            tokio::time::sleep(delay).await;
-                            continue 'call;
-                        }
-                        Err(e) => Err(e)?,
-                    };
-                    for fragment in fragments {
-                        any_output = true;
-                        yield fragment;
-                    }
-                }
-                if !answer.is_complete() {
-                    Err(LlmError::Protocol(if any_output {
-                        "the stream ended in the middle of the answer".into()
-                    } else {
-                        "the stream ended before any answer".into()
-                    }))?;
-                }
-                for fragment in answer.finish() {
-                    yield fragment;
-                }
-                break 'call;
+            let mut answer = stream_json::<AnswerStream>(&self.transport, model, body);
+            while let Some(fragment) = answer.next().await {
+                yield fragment?;
             }
         })
     }

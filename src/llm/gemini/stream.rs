@@ -7,9 +7,34 @@
 use serde_json::{Value, json};
 
 use super::contents::{LOCAL_ID_PREFIX, SIGNATURE_BLOCK};
+use crate::llm::Transport;
+use crate::llm::answer::AnswerReader;
 use crate::llm::error::LlmError;
 use crate::llm::provider::{Fragment, ToolCallFragment};
 use crate::wire::response::Usage;
+
+impl AnswerReader for AnswerStream {
+    type Event = String;
+
+    fn events(
+        transport: &Transport,
+        response: reqwest::Response,
+    ) -> futures::stream::BoxStream<'static, Result<String, LlmError>> {
+        transport.sse_data(response)
+    }
+
+    fn push(&mut self, data: String) -> Result<Vec<Fragment>, LlmError> {
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        AnswerStream::push(self, &data)
+    }
+
+    /// Usage may follow the finish reason: the stream is read to its end.
+    fn finish(self) -> Option<Vec<Fragment>> {
+        self.is_complete().then(|| self.closing())
+    }
+}
 
 #[derive(Default)]
 pub struct AnswerStream {
@@ -26,7 +51,7 @@ impl AnswerStream {
     }
 
     /// The fragments that close a complete answer: usage, then the finish.
-    pub fn finish(self) -> Vec<Fragment> {
+    fn closing(self) -> Vec<Fragment> {
         let mut out: Vec<Fragment> = self.usage.map(Fragment::Usage).into_iter().collect();
         let reason = match self.finish.as_deref() {
             Some("MAX_TOKENS") => "length",
@@ -216,7 +241,7 @@ mod tests {
         assert_eq!(call.arguments.as_deref(), Some(r#"{"c":"ls"}"#));
         assert!(matches!(&f[1], Fragment::ThinkingBlock(b) if b["call"] == 0));
         assert!(s.is_complete());
-        let end = s.finish();
+        let end = s.closing();
         let Fragment::Usage(u) = &end[0] else {
             panic!()
         };

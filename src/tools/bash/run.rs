@@ -254,6 +254,18 @@ mod tests {
             "HOME" => Some("/home/t".to_owned()),
             "KUBECONFIG" => Some("/k/config".to_owned()),
             "OPENAI_API_KEY" | "TRIAGE_TEST_SECRET" | "PATH" => Some("secret".to_owned()),
+            // Every AWS credential the Bedrock provider reads stays out of the commands.
+            "AWS_ACCESS_KEY_ID"
+            | "AWS_SECRET_ACCESS_KEY"
+            | "AWS_SESSION_TOKEN"
+            | "AWS_BEARER_TOKEN_BEDROCK"
+            | "AWS_PROFILE"
+            | "AWS_SHARED_CREDENTIALS_FILE"
+            | "AWS_WEB_IDENTITY_TOKEN_FILE"
+            | "AWS_ROLE_ARN"
+            | "AWS_CONTAINER_CREDENTIALS_FULL_URI"
+            | "AWS_CONTAINER_AUTHORIZATION_TOKEN"
+            | "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE" => Some("aws-secret".to_owned()),
             _ => None,
         };
         let env = child_env(parent);

@@ -1,0 +1,170 @@
+//! How a Bedrock call proves who sends it: a bearer token (`AWS_BEARER_TOKEN_BEDROCK`, no
+//! SigV4), or SigV4 with credentials from the model entry's keys or the standard AWS chain
+//! (environment keys, profile, web identity for IRSA and EKS pod identity, container and
+//! instance metadata). Signing is aws-sigv4's and the chain is aws-config's: never ours.
+
+use std::time::SystemTime;
+
+use aws_credential_types::Credentials;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
+use tokio::sync::OnceCell;
+
+use crate::llm::error::LlmError;
+
+/// The service name Bedrock's runtime signs under.
+const SIGNING_NAME: &str = "bedrock";
+
+pub enum AwsAuth {
+    /// `Authorization: Bearer` with a Bedrock API key.
+    Bearer(String),
+    SigV4 {
+        region: String,
+        source: CredentialSource,
+    },
+}
+
+pub enum CredentialSource {
+    /// The entry's own `aws_access_key_id` / `aws_secret_access_key` (/ `aws_session_token`).
+    Static(Credentials),
+    /// The AWS default chain, optionally for a named profile; built on first use (it may
+    /// read files and call STS or the metadata service) and then cached, credentials and all.
+    Chain {
+        profile: Option<String>,
+        provider: OnceCell<Option<SharedCredentialsProvider>>,
+    },
+}
+
+impl std::fmt::Debug for AwsAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AwsAuth::Bearer(_) => f.write_str("AwsAuth::Bearer(..)"),
+            AwsAuth::SigV4 { region, source } => {
+                let source = match source {
+                    CredentialSource::Static(_) => "entry keys".to_owned(),
+                    CredentialSource::Chain { profile, .. } => {
+                        format!("default chain, profile {profile:?}")
+                    }
+                };
+                write!(f, "AwsAuth::SigV4 {{ region: {region}, {source} }}")
+            }
+        }
+    }
+}
+
+/// What one attempt signs with: resolved before the attempt, applied to each request.
+pub enum Signer {
+    Bearer(String),
+    SigV4 {
+        region: String,
+        credentials: Credentials,
+    },
+}
+
+impl AwsAuth {
+    /// The secrets the masker must know of: the bearer token, the entry's secret keys.
+    pub fn secrets(&self) -> Vec<String> {
+        match self {
+            AwsAuth::Bearer(token) => vec![token.clone()],
+            AwsAuth::SigV4 {
+                source: CredentialSource::Static(c),
+                ..
+            } => std::iter::once(c.secret_access_key().to_owned())
+                .chain(c.session_token().map(str::to_owned))
+                .collect(),
+            AwsAuth::SigV4 { .. } => Vec::new(),
+        }
+    }
+
+    /// The credentials for the next attempt (the chain refreshes expiring ones itself).
+    pub async fn signer(&self, model: &str) -> Result<Signer, LlmError> {
+        let (region, source) = match self {
+            AwsAuth::Bearer(token) => return Ok(Signer::Bearer(token.clone())),
+            AwsAuth::SigV4 { region, source } => (region, source),
+        };
+        let credentials = match source {
+            CredentialSource::Static(c) => c.clone(),
+            CredentialSource::Chain { profile, provider } => {
+                let no_credentials = |message: String| LlmError::Auth {
+                    status: 401,
+                    model: model.to_owned(),
+                    message: format!("no AWS credentials: {message}"),
+                };
+                let Some(provider) = provider
+                    .get_or_init(|| default_chain(region.clone(), profile.clone()))
+                    .await
+                else {
+                    return Err(no_credentials("the AWS chain has no source".into()));
+                };
+                provider
+                    .provide_credentials()
+                    .await
+                    .map_err(|e| no_credentials(crate::llm::transport::error_chain(&e)))?
+            }
+        };
+        Ok(Signer::SigV4 {
+            region: region.clone(),
+            credentials,
+        })
+    }
+}
+
+/// aws-config's default chain. Its own HTTP client (for STS, SSO-less web identity, the
+/// container and instance metadata endpoints) runs on rustls with ring, as ours does: no
+/// aws-lc in the build.
+async fn default_chain(
+    region: String,
+    profile: Option<String>,
+) -> Option<SharedCredentialsProvider> {
+    use aws_smithy_http_client::{Builder, tls};
+    let http = Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(http)
+        .region(aws_config::Region::new(region));
+    if let Some(profile) = profile {
+        loader = loader.profile_name(profile);
+    }
+    loader.load().await.credentials_provider()
+}
+
+impl Signer {
+    /// The headers that authorize a POST of `body` to `url` (already percent-encoded: the
+    /// signature covers the path as sent, encoded once more as SigV4 asks of every service but
+    /// S3).
+    pub fn headers(&self, url: &str, body: &[u8]) -> Result<Vec<(String, String)>, LlmError> {
+        let (region, credentials) = match self {
+            Signer::Bearer(token) => {
+                return Ok(vec![("authorization".into(), format!("Bearer {token}"))]);
+            }
+            Signer::SigV4 {
+                region,
+                credentials,
+            } => (region, credentials),
+        };
+        let identity = credentials.clone().into();
+        let params = aws_sigv4::sign::v4::SigningParams::builder()
+            .identity(&identity)
+            .region(region)
+            .name(SIGNING_NAME)
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()
+            .map_err(|e| LlmError::Protocol(format!("cannot sign the request: {e}")))?
+            .into();
+        let headers = [("content-type", "application/json")];
+        let request =
+            SignableRequest::new("POST", url, headers.into_iter(), SignableBody::Bytes(body))
+                .map_err(|e| LlmError::Protocol(format!("cannot sign the request: {e}")))?;
+        let (instructions, _) = sign(request, &params)
+            .map_err(|e| LlmError::Protocol(format!("cannot sign the request: {e}")))?
+            .into_parts();
+        Ok(instructions
+            .headers()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect())
+    }
+}
