@@ -564,20 +564,21 @@ async fn wait_ready(addr: SocketAddr, limit: Duration) -> Result<(), String> {
     }
 }
 
-/// The release binary, or `TRIAGE_BENCH_BIN` (e.g. the `profiling` build, which has symbols).
+/// The release binary, or `LOAD_BENCH_BIN` (e.g. the `profiling` build, which has symbols).
+/// Not `TRIAGE_…`: the binary reads those as config keys and refuses unknown ones.
 fn binary() -> Option<PathBuf> {
-    let path = std::env::var_os("TRIAGE_BENCH_BIN").map_or_else(
+    let path = std::env::var_os("LOAD_BENCH_BIN").map_or_else(
         || PathBuf::from(env!("CARGO_BIN_EXE_triage")),
         PathBuf::from,
     );
     path.is_file().then_some(path)
 }
 
-/// `TRIAGE_BENCH_WRAP`: a command the binary runs under, e.g.
+/// `LOAD_BENCH_WRAP`: a command the binary runs under, e.g.
 /// `valgrind --tool=callgrind --collect-atstart=no` (the floor phase then collects only while
 /// it measures triage at concurrency 1, one dump per kind of request).
 fn wrapper() -> Vec<String> {
-    std::env::var("TRIAGE_BENCH_WRAP")
+    std::env::var("LOAD_BENCH_WRAP")
         .map(|w| w.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default()
 }

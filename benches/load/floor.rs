@@ -108,10 +108,13 @@ async fn capture(fake: &FakeLlm, triage: SocketAddr, body: &Bytes, stream: bool)
     fake.take_raw_requests()
 }
 
-/// Under callgrind (`TRIAGE_BENCH_WRAP`): `-z` zeroes triage's counters, `-d` dumps them.
+fn under_callgrind(t: &Target) -> bool {
+    t.name == "triage" && std::env::var("LOAD_BENCH_WRAP").is_ok_and(|w| w.contains("callgrind"))
+}
+
+/// Under callgrind (`LOAD_BENCH_WRAP`): `-z` zeroes triage's counters, `-d` dumps them.
 fn callgrind(t: &Target, what: &str) {
-    let wrapped = std::env::var("TRIAGE_BENCH_WRAP").is_ok_and(|w| w.contains("callgrind"));
-    if wrapped && t.name == "triage" {
+    if under_callgrind(t) {
         let _ = std::process::Command::new("callgrind_control")
             .args([what, &t.pid.to_string()])
             .stdout(std::process::Stdio::null())
@@ -140,7 +143,9 @@ async fn paired(
     let ticks = proc_ticks(t.pid);
     let t0 = Instant::now();
     let mut i = 0;
-    while t0.elapsed() < window {
+    // Under callgrind a request takes ~50× longer: a count, not the window, bounds the run.
+    let min_requests = if under_callgrind(t) { 100 } else { 0 };
+    while t0.elapsed() < window || (through.len() < min_requests && errors < 10) {
         i += 1;
         let (r, d) = if i % 2 == 0 {
             let r = chat(&mut conn, body, stream).await;
