@@ -213,6 +213,7 @@ impl Prompts {
             .collect::<Vec<_>>()
             .join("\n\n");
         let tokens = tokenizer.count(&text);
+        crate::wire::known_json::remember(&text);
         let prompt = Arc::new(SystemPrompt { text, tokens });
         if let Ok(mut cache) = self.cache.write() {
             cache.insert(key, prompt.clone());
