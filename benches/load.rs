@@ -1,8 +1,8 @@
 //! Load benchmark: triage in-process (via `Application`) against an in-process fast fake LLM
 //! (OpenAI streaming chat completions) on loopback, driven by a load generator in the same
 //! process. `cargo bench --bench load -- [--json PATH] [--quick] [--only PHASES]`, where
-//! PHASES is a comma list of `startup`, `latency`, `throughput`, `streams`. BENCHMARKS.md has
-//! the results and how to read them.
+//! PHASES is a comma list of `startup`, `latency`, `throughput`, `streams`, `floor`.
+//! BENCHMARKS.md has the results and how to read them.
 //!
 //! Every request follows the same script: the first LLM reply is a `TodoWrite` tool call, the
 //! second is text. Measured:
@@ -15,7 +15,9 @@
 //!   second): for the real binary (triage alone; HTTP/1.1 and HTTP/2 clients) and in-process
 //!   (triage + load generator + fake LLM). The descriptor limit is raised as far as allowed;
 //!   a count it does not allow is reported, with the largest count that fits;
-//! - start-up time of `triage serve` until `/readyz` answers 200, and its idle RSS.
+//! - start-up time of `triage serve` until `/readyz` answers 200, and its idle RSS;
+//! - the floor (load/floor.rs): CPU per request and added latency of the release binary
+//!   against a bare pass-through proxy (load/proxy.rs), each in its own process.
 //!
 //! Everything is on 127.0.0.1, every loop is bounded in count and time, and the whole run
 //! stops by itself within five minutes (about 80 s with the defaults).
@@ -39,6 +41,11 @@ use tokio::sync::watch;
 use fake_llm::{FakeLlm, Step};
 use triage::config::Settings;
 use triage::startup::Application;
+
+#[path = "load/floor.rs"]
+mod floor;
+#[path = "load/proxy.rs"]
+mod proxy;
 
 // ---------------------------------------------------------------------------------------------
 // Options and the overall time budget
@@ -160,6 +167,8 @@ fn text_reply() -> Bytes {
 
 /// The slow model's name: the fake answers its requests with a stream that lasts.
 const SLOW_MODEL: &str = "gpt-4.1-slow";
+/// A model whose first reply is the text answer (no tool round).
+const ANSWER_MODEL: &str = "gpt-4.1-answer";
 
 /// The shared fake (crates/fake-llm) answering from the raw body, so no request is parsed:
 /// the fast model's two replies are rendered once; the slow model gets one chunk a second for
@@ -171,13 +180,16 @@ async fn start_fake() -> FakeLlm {
     fake.set_raw_responder(move |body| {
         // The model is the first key of triage's LLM request: look only there, so the fast
         // path scans the body once, as a fake that routes by path would.
-        if memchr_find(&body[..body.len().min(64)], SLOW_MODEL.as_bytes()) {
+        let head = &body[..body.len().min(64)];
+        if memchr_find(head, SLOW_MODEL.as_bytes()) {
             Step::Drip {
                 piece: "still thinking ".into(),
                 times: 600,
                 interval: Duration::from_secs(1),
             }
-        } else if memchr_find(body, br#""role":"tool""#) {
+        } else if memchr_find(head, ANSWER_MODEL.as_bytes())
+            || memchr_find(body, br#""role":"tool""#)
+        {
             // Second step of the script once the conversation carries the tool result.
             Step::Raw { body: text.clone() }
         } else {
@@ -496,6 +508,9 @@ api_base = "http://{llm}/v1"
 [models.slow]
 model = "openai/{SLOW_MODEL}"
 api_base = "http://{llm}/v1"
+[models.answer]
+model = "openai/{ANSWER_MODEL}"
+api_base = "http://{llm}/v1"
 "#
     )
 }
@@ -549,9 +564,23 @@ async fn wait_ready(addr: SocketAddr, limit: Duration) -> Result<(), String> {
     }
 }
 
+/// The release binary, or `LOAD_BENCH_BIN` (e.g. the `profiling` build, which has symbols).
+/// Not `TRIAGE_…`: the binary reads those as config keys and refuses unknown ones.
 fn binary() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_triage"));
+    let path = std::env::var_os("LOAD_BENCH_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_triage")),
+        PathBuf::from,
+    );
     path.is_file().then_some(path)
+}
+
+/// `LOAD_BENCH_WRAP`: a command the binary runs under, e.g.
+/// `valgrind --tool=callgrind --collect-atstart=no` (the floor phase then collects only while
+/// it measures triage at concurrency 1, one dump per kind of request).
+fn wrapper() -> Vec<String> {
+    std::env::var("LOAD_BENCH_WRAP")
+        .map(|w| w.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
 }
 
 fn free_port() -> u16 {
@@ -610,7 +639,16 @@ async fn spawn_binary(bin: &Path, llm: SocketAddr, n: usize) -> Result<(Child, D
         .map_err(|e| format!("temp config: {e}"))?;
     let config = TempFile(path.clone());
     let t0 = Instant::now();
-    let child = std::process::Command::new(bin)
+    let wrap = wrapper();
+    let mut command = match wrap.split_first() {
+        Some((program, args)) => {
+            let mut c = std::process::Command::new(program);
+            c.args(args).arg(bin);
+            c
+        }
+        None => std::process::Command::new(bin),
+    };
+    let child = command
         .arg("serve")
         .env("TRIAGE_CONFIG", &path)
         .env("RUST_LOG", "warn")
@@ -627,7 +665,8 @@ async fn spawn_binary(bin: &Path, llm: SocketAddr, n: usize) -> Result<(Child, D
         addr,
         _config: config,
     };
-    wait_ready(addr, Duration::from_secs(10)).await?;
+    let limit = if wrap.is_empty() { 10 } else { 120 };
+    wait_ready(addr, Duration::from_secs(limit)).await?;
     Ok((child, t0.elapsed()))
 }
 
@@ -1202,6 +1241,14 @@ fn print_report(r: &Value) {
 // ---------------------------------------------------------------------------------------------
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--serve-proxy") {
+        if let Err(e) = proxy::serve(&args[2..]) {
+            eprintln!("proxy: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
     let opts = Options::parse();
     // As the binary does: info level unless RUST_LOG/LOG_LEVEL say otherwise, so the
     // per-request span costs what it costs in production.
@@ -1215,6 +1262,9 @@ fn main() {
         .expect("runtime");
     let report = rt.block_on(run(&opts, soft, fd_note));
     print_report(&report);
+    if opts.runs("floor") {
+        floor::print(&report["floor"]);
+    }
     if let Some(path) = &opts.json {
         match std::fs::write(path, serde_json::to_string_pretty(&report).unwrap()) {
             Ok(()) => println!("JSON written to {}", path.display()),
@@ -1316,6 +1366,12 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
 
     stop_in_process(app).await;
 
+    let floor = if opts.runs("floor") {
+        floor::floor(&fake, quick).await
+    } else {
+        json!({})
+    };
+
     // The release binary, alone in its process (its RSS is triage's alone). HTTP/1.1 needs
     // two descriptors per stream in triage, so 10,000 exceed a 20,000 limit; HTTP/2 needs one
     // (the upstream connection).
@@ -1383,6 +1439,7 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
         "latency": latency_rows,
         "throughput": through,
         "open_streams": open,
+        "floor": floor,
         "fake_llm_requests": fake.request_count(),
         "run_seconds": budget.started.elapsed().as_secs_f64(),
     })

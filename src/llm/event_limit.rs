@@ -29,31 +29,36 @@ struct EventSize {
 }
 
 impl EventSize {
-    /// Folds in a piece of the body; `false` once the current event is over `max`.
+    /// Folds in a piece of the body; `false` once the current event is over `max`. Runs of
+    /// bytes between line ends are counted at once (memchr finds the ends).
     fn feed(&mut self, bytes: &[u8], max: usize) -> bool {
-        for &b in bytes {
-            match b {
-                // The `\n` of a `\r\n` ends nothing more.
-                b'\n' if self.after_cr => self.after_cr = false,
-                b'\r' | b'\n' => {
-                    self.after_cr = b == b'\r';
-                    // An empty line ends the event.
-                    if self.line == 0 {
-                        self.event = 0;
-                    }
-                    self.line = 0;
-                }
-                _ => {
-                    self.after_cr = false;
-                    self.line += 1;
-                    self.event += 1;
-                    if self.event > max {
-                        return false;
-                    }
+        let mut rest = bytes;
+        loop {
+            let text = memchr::memchr2(b'\n', b'\r', rest).unwrap_or(rest.len());
+            if text > 0 {
+                self.after_cr = false;
+                self.line += text;
+                self.event += text;
+                if self.event > max {
+                    return false;
                 }
             }
+            let Some(&end) = rest.get(text) else {
+                return true;
+            };
+            if end == b'\n' && self.after_cr {
+                // The `\n` of a `\r\n` ends nothing more.
+                self.after_cr = false;
+            } else {
+                self.after_cr = end == b'\r';
+                // An empty line ends the event.
+                if self.line == 0 {
+                    self.event = 0;
+                }
+                self.line = 0;
+            }
+            rest = &rest[text + 1..];
         }
-        true
     }
 }
 
@@ -91,6 +96,15 @@ mod tests {
             assert!(size.feed(line.as_bytes(), 12));
             assert!(!size.feed(line.as_bytes(), 12), "{ending:?}");
         }
+    }
+
+    #[test]
+    fn a_crlf_split_between_pieces_ends_one_line() {
+        let mut size = EventSize::default();
+        assert!(size.feed(b"data: ab\r", 10));
+        // `\n` completes the `\r\n`; the next `\r\n` is the blank line ending the event.
+        assert!(size.feed(b"\n\r\n", 10));
+        assert!(size.feed(b"data: abcd", 10));
     }
 
     #[test]

@@ -12,7 +12,11 @@ use serde_json::{Map, Value};
 pub struct Message {
     pub role: String,
     /// A string, or an array of content parts (vision); absent on tool-call-only replies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::known_json::serialize_content"
+    )]
     pub content: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
@@ -172,6 +176,9 @@ impl Serialize for ForLlm<'_> {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("role", &m.role)?;
         match &m.content {
+            Some(Value::String(text)) => {
+                map.serialize_entry("content", &super::known_json::Str(text))?
+            }
             Some(c) => map.serialize_entry("content", c)?,
             // OpenAI requires `content` on every message but an assistant tool-call reply.
             None if m.tool_calls().is_empty() => map.serialize_entry("content", "")?,

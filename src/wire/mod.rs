@@ -2,6 +2,7 @@
 //! OpenAI-format messages of `conversation_history`. Serde for the wire, schemars for OpenAPI.
 
 pub mod events;
+pub mod known_json;
 pub mod message;
 pub mod request;
 pub mod response;
