@@ -50,6 +50,33 @@ pub const PROVIDER_KEYS: &[&str] = &[
     "aws_bedrock_runtime_endpoint",
 ];
 
+/// An entry may hold another provider's keys (`vertex_*` on an `openai/` entry, `aws_*` on
+/// a `gemini/` one) only by mistake: they would do nothing, so they are refused by name.
+pub fn refuse_other_providers_keys(
+    provider: &str,
+    extra: &Map<String, Value>,
+) -> Result<(), String> {
+    let owner = |key: &str| {
+        if key.starts_with("vertex_") {
+            Some("vertex_ai")
+        } else if key.starts_with("aws_") {
+            Some("bedrock")
+        } else {
+            None
+        }
+    };
+    for key in extra.keys() {
+        if let Some(owner) = owner(key)
+            && owner != provider
+        {
+            return Err(format!(
+                "`{key}` is for {owner}/ models; remove it from this entry"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Sent as HTTP headers (a table of name → value).
 pub const HEADERS_KEY: &str = "extra_headers";
 
@@ -153,6 +180,26 @@ mod tests {
 
     fn map(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn another_providers_keys_are_refused_by_name() {
+        let vertex = map(json!({"vertex_project": "p"}));
+        let aws = map(json!({"aws_region_name": "us-east-1"}));
+        let err = refuse_other_providers_keys("openai", &vertex).unwrap_err();
+        assert!(
+            err.contains("`vertex_project`") && err.contains("vertex_ai/"),
+            "{err}"
+        );
+        assert!(refuse_other_providers_keys("gemini", &vertex).is_err());
+        assert!(refuse_other_providers_keys("vertex_ai", &vertex).is_ok());
+        let err = refuse_other_providers_keys("anthropic", &aws).unwrap_err();
+        assert!(
+            err.contains("`aws_region_name`") && err.contains("bedrock/"),
+            "{err}"
+        );
+        assert!(refuse_other_providers_keys("bedrock", &aws).is_ok());
+        assert!(refuse_other_providers_keys("openai", &map(json!({"seed": 1}))).is_ok());
     }
 
     #[test]

@@ -291,7 +291,7 @@ fn resolve(
         .as_deref()
         .map(|b| b.trim_end_matches('/').to_owned());
     let env_key = |var: &str| std::env::var(var).ok().filter(|k| !k.is_empty());
-    super::bedrock::models::refuse_aws_keys(&provider, entry).map_err(invalid)?;
+    super::entry_keys::refuse_other_providers_keys(&provider, &entry.extra).map_err(invalid)?;
     let mut api = Api::OpenAiChat;
     let (endpoint, wire_model, auth) = match provider.as_str() {
         "anthropic" => {

@@ -19,16 +19,6 @@ pub const BEARER_VAR: &str = "AWS_BEARER_TOKEN_BEDROCK";
 pub const REGION_VARS: &[&str] = &["AWS_REGION", "AWS_DEFAULT_REGION"];
 const STREAM_SUFFIX: &str = "/converse-stream";
 
-/// An entry that is not `bedrock/` may not hold `aws_*` keys: they would do nothing.
-pub fn refuse_aws_keys(provider: &str, entry: &ModelEntry) -> Result<(), String> {
-    match entry.extra.keys().find(|k| k.starts_with("aws_")) {
-        Some(key) if provider != "bedrock" => Err(format!(
-            "`{key}` is for bedrock/ models; remove it from this entry"
-        )),
-        _ => Ok(()),
-    }
-}
-
 /// The model id as Bedrock's URL path takes it: one segment, everything but unreserved
 /// characters percent-encoded (`:` of versioned ids, `/` of ARNs).
 pub fn path_segment(id: &str) -> String {
@@ -170,16 +160,6 @@ mod tests {
             runtime_base("https://h/model/a%3A0/converse-stream"),
             Some("https://h")
         );
-    }
-
-    #[test]
-    fn aws_keys_belong_to_bedrock_entries() {
-        let entry: ModelEntry = serde_json::from_value(serde_json::json!(
-            {"model": "openai/x", "aws_region_name": "us-east-1"}))
-        .unwrap();
-        let err = refuse_aws_keys("openai", &entry).unwrap_err();
-        assert!(err.contains("`aws_region_name`"), "{err}");
-        assert!(refuse_aws_keys("bedrock", &entry).is_ok());
     }
 
     #[test]

@@ -17,7 +17,6 @@ pub const AI_STUDIO_BASE: &str = "https://generativelanguage.googleapis.com";
 /// The variable a `gemini/` entry's key falls back to (LiteLLM's).
 pub const KEY_VAR: &str = "GEMINI_API_KEY";
 const DEFAULT_LOCATION: &str = "us-central1";
-const VERTEX_KEYS: &[&str] = &["vertex_project", "vertex_location", "vertex_credentials"];
 const STREAM_SUFFIX: &str = ":streamGenerateContent?alt=sse";
 
 /// The model's own URL (`models.get`), for `triage check`.
@@ -50,11 +49,6 @@ pub fn resolve(
             .map(str::to_owned)
     };
     if provider == "gemini" {
-        if let Some(key) = VERTEX_KEYS.iter().find(|k| entry.extra.contains_key(**k)) {
-            return Err(format!(
-                "`{key}` is for vertex_ai/ models; remove it from this entry"
-            ));
-        }
         let key = entry
             .api_key
             .clone()
