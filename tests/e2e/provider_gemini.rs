@@ -605,3 +605,56 @@ async fn an_error_before_any_output_is_retried_and_a_leaving_client_cancels() {
         "the Gemini call kept running after the client left"
     );
 }
+
+#[tokio::test]
+async fn an_outage_moves_to_the_fallback_model() {
+    let app = gemini("fallbacks = [\"fake\"]\n[llm]\nretry_max_attempts = 2\n").await;
+    app.llm.push(Step::error(503, "The model is overloaded."));
+    app.llm.push(Step::error(503, "The model is overloaded."));
+    app.llm.push(Step::text("From the fallback."));
+    let events = app.chat_sse(&json!({"ask": "hi", "stream": true})).await;
+    assert_answered(&events, "From the fallback.");
+    let note = events
+        .iter()
+        .find(|e| e.name == "model_fallback")
+        .unwrap_or_else(|| panic!("no model_fallback in {:?}", names(&events)));
+    assert_eq!(note.data["requested_model"], "gem");
+    assert_eq!(note.data["model"], "fake");
+    // Two Gemini requests, then one chat-completions request to the fallback.
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(requests[1]["contents"].is_array());
+    assert!(requests[2]["messages"].is_array(), "{}", requests[2]);
+}
+
+#[tokio::test]
+async fn compaction_summarises_then_answers() {
+    let app = gemini(
+        "custom_args = { max_context_size = 8000 }\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n",
+    )
+    .await;
+    let long = |tag: &str| format!("{tag} {}", "pod node disk memory error ".repeat(250));
+    app.llm
+        .push(Step::text("<summary>SUMMARY-MARKER</summary>"));
+    app.llm.push(Step::text("Checkout waits on the database."));
+    let history = json!([
+        {"role": "user", "content": long("Why is checkout slow?")},
+        {"role": "assistant", "content": long("Looking into it.")},
+    ]);
+    let events = app
+        .chat_sse(&json!({"ask": "Any news?", "conversation_history": history}))
+        .await;
+    assert!(
+        names(&events).contains(&"conversation_history_compacted"),
+        "{:?}",
+        names(&events)
+    );
+    assert_answered(&events, "Checkout waits on the database.");
+    // The summary request was a valid Gemini request (the fake refuses others); the answer's
+    // request carries the summary instead of the long history.
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 2);
+    let answer_request = requests[1].to_string();
+    assert!(answer_request.contains("SUMMARY-MARKER"));
+    assert!(!answer_request.contains("Looking into it."));
+}
