@@ -89,11 +89,20 @@ impl Capacity {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(SAMPLE_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut was_busy = false;
             loop {
                 tick.tick().await;
                 let Some(capacity) = weak.upgrade() else {
                     return;
                 };
+                // The allocator keeps freed pages: hand them back when a burst is over, and
+                // before refusing work for memory that may be free already.
+                let busy = capacity.requests.load(Ordering::Relaxed) > 0;
+                let over = capacity.rss.load(Ordering::Relaxed) >= capacity.memory_budget;
+                if (was_busy && !busy) || over {
+                    let _ = tokio::task::spawn_blocking(release_free_memory).await;
+                }
+                was_busy = busy;
                 if let Some(rss) = resident_bytes() {
                     capacity.rss.store(rss, Ordering::Relaxed);
                     metrics::gauge!("triage_memory_resident_bytes").set(rss as f64);
@@ -189,6 +198,14 @@ fn nofile_limits() -> Option<(u64, u64)> {
     }
     #[allow(clippy::unnecessary_cast)]
     Some((limit.rlim_cur as u64, limit.rlim_max as u64))
+}
+
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no live data.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 fn open_descriptors() -> Option<usize> {
