@@ -227,6 +227,34 @@ fn tokens(c: &mut Criterion) {
     g.bench_function("truncate/tool_output_1MiB_to_25k_tokens", |b| {
         b.iter(|| budget.cut(tok, black_box(&output)).map(|c| c.1))
     });
+    // The same cut as the agent makes it: the longest an async worker waits for its next turn
+    // while the cut runs (it was the whole cut, ~37 ms, when it ran on the worker).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    g.bench_function("truncate/tool_output_1MiB_longest_worker_stall", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut stalled = Duration::ZERO;
+                for _ in 0..iters {
+                    let cut = tokio::spawn(budget.cut_result_off_workers(
+                        tok,
+                        output.clone(),
+                        output.clone(),
+                    ));
+                    let mut longest = Duration::ZERO;
+                    while !cut.is_finished() {
+                        let turn = std::time::Instant::now();
+                        tokio::task::yield_now().await;
+                        longest = longest.max(turn.elapsed());
+                    }
+                    stalled += longest;
+                }
+                stalled
+            })
+        })
+    });
     // The common case: a small result (a TodoWrite plan, a short command output) checked
     // against the budget; counting the same text is what the check cost when it encoded.
     let small = sample_text(400);

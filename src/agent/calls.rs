@@ -234,7 +234,7 @@ impl Agent {
         let mut running = futures::stream::iter(running).buffer_unordered(MAX_PARALLEL_TOOLS);
         let mut outcomes: Vec<Option<Outcome>> = jobs.iter().map(|_| None).collect();
         while let Some((i, mut done)) = running.next().await {
-            self.finish_result(s, live, &mut done);
+            self.finish_result(s, live, &mut done).await;
             let outcome = classify(done, jobs[i].approved, s.pause_for_approval);
             if let Outcome::Done(shown) | Outcome::AwaitingApproval(shown) = &outcome {
                 live.emit
@@ -246,7 +246,12 @@ impl Agent {
     }
 
     /// Every tool result passes here before anyone sees it: secrets masked, size limited.
-    pub(super) fn finish_result(&self, s: &RunSetup, live: &mut Live, done: &mut ToolOutcome) {
+    pub(super) async fn finish_result(
+        &self,
+        s: &RunSetup,
+        live: &mut Live,
+        done: &mut ToolOutcome,
+    ) {
         for masker in [&self.masker, &s.masker] {
             if !masker.is_empty() {
                 masker.mask(&mut done.content);
@@ -257,23 +262,27 @@ impl Agent {
                 masker.mask_opt(&mut done.output.invocation);
             }
         }
-        let tok = s.model.tokenizer;
-        let Some((cut, end_index, original)) = s.tool_budget.cut(tok, &done.content) else {
+        let content = std::mem::take(&mut done.content);
+        let data = std::mem::take(&mut done.output.data);
+        let Some(cut) = s
+            .tool_budget
+            .cut_result_off_workers(s.model.tokenizer, content, data)
+            .await
+        else {
+            done.content = "Error: the tool's output could not be measured".into();
+            done.output.status = ToolStatus::Error;
             return;
         };
-        live.state.truncations.push(truncation::record(
-            &done.call_id,
-            &done.tool_name,
-            end_index,
-            original,
-        ));
-        // A successful result's data is the content itself: reuse the cut, tokenising once.
-        if done.output.data == done.content {
-            done.output.data = cut.clone();
-        } else if let Some((data, _, _)) = s.tool_budget.cut(tok, &done.output.data) {
-            done.output.data = data;
+        if let Some((end_index, original)) = cut.truncated {
+            live.state.truncations.push(truncation::record(
+                &done.call_id,
+                &done.tool_name,
+                end_index,
+                original,
+            ));
         }
-        done.content = cut;
+        done.content = cut.content;
+        done.output.data = cut.data;
     }
 }
 

@@ -71,7 +71,7 @@ impl Agent {
                 ),
             };
             let mut outcome = self.described(&p.call, output);
-            self.finish_result(s, live, &mut outcome);
+            self.finish_result(s, live, &mut outcome).await;
             live.emit
                 .emit(AgentEvent::ToolFinished(Box::new(outcome.clone())));
             answers.push(Some(outcome));
@@ -99,7 +99,7 @@ impl Agent {
         }
         for p in &frontend {
             let mut outcome = frontend_result(&p.call, frontend_results);
-            self.finish_result(s, live, &mut outcome);
+            self.finish_result(s, live, &mut outcome).await;
             live.emit
                 .emit(AgentEvent::ToolFinished(Box::new(outcome.clone())));
             answered.push((p.message_index, tool_message(&p.call, outcome.content)));

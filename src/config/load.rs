@@ -147,7 +147,7 @@ impl Settings {
                 "`server.allowed_hosts` lists host names (`name` or `name:port`, no scheme or path), got '{bad}'"
             )));
         }
-        if self.llm.max_concurrent_calls_per_model == 0 {
+        if self.llm.max_concurrent_calls_per_model == Some(0) {
             return Err(ConfigError::Invalid(
                 "`llm.max_concurrent_calls_per_model` must be at least 1".into(),
             ));
@@ -172,7 +172,7 @@ impl Settings {
                 "`conversations.database_url` must start with sqlite: or postgres://".into(),
             ));
         }
-        if self.server.max_concurrent_requests == 0 {
+        if self.server.max_concurrent_requests == Some(0) {
             return Err(ConfigError::Invalid(
                 "`server.max_concurrent_requests` must be at least 1".into(),
             ));

@@ -101,8 +101,17 @@ pub struct ServerSettings {
     /// (DNS-rebinding guard); `*` allows any.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
-    /// Requests served at once; beyond it 503 with Retry-After.
-    pub max_concurrent_requests: usize,
+    /// Requests served at once, when an operator wants a count cap; beyond it 503 with
+    /// Retry-After. Absent: no count cap, only resource-based shedding.
+    #[serde(default)]
+    pub max_concurrent_requests: Option<usize>,
+    /// Resident memory beyond which new requests get 503; absent: 80 % of the cgroup limit,
+    /// else half the machine's memory.
+    #[serde(default)]
+    pub memory_budget_bytes: Option<u64>,
+    /// File descriptors kept free; new requests get 503 when fewer remain.
+    #[serde(default)]
+    pub descriptor_reserve: Option<usize>,
     /// Whole-request deadline; a stream then ends with an `error` event.
     pub request_deadline_secs: f64,
     /// Time a client has to send its request headers (slow-loris guard).
@@ -128,9 +137,10 @@ pub struct LlmSettings {
     pub retry_max_attempts: u32,
     pub retry_base_delay_ms: u64,
     pub retry_max_delay_ms: u64,
-    /// LLM calls in flight per model; requests beyond it get 503 (HolmesGPT:
-    /// LLM_MAX_CONCURRENT_CALLS_PER_MODEL).
-    pub max_concurrent_calls_per_model: usize,
+    /// LLM calls in flight per model, when an operator wants a cap; requests beyond it get 503
+    /// (HolmesGPT: LLM_MAX_CONCURRENT_CALLS_PER_MODEL). Absent: no cap.
+    #[serde(default)]
+    pub max_concurrent_calls_per_model: Option<usize>,
     #[serde(default)]
     pub temperature: Option<f64>,
     #[serde(default)]

@@ -1,7 +1,8 @@
-//! Load shedding and request bookkeeping: a bound on requests in flight (503 with Retry-After
-//! beyond it, never a queue), per-route metrics, and the active-streams gauge. A request takes
-//! its slot once its body has been read; the permit and the measurements then live as long as
-//! the response body, so a long stream counts until it ends.
+//! Load shedding and request bookkeeping: 503 with Retry-After (never a queue) when memory or
+//! file descriptors are near exhaustion (see `capacity`) or, if an operator set one, beyond
+//! `server.max_concurrent_requests`; per-route metrics and the active-streams gauge. A request
+//! takes its slot once its body has been read; the slot and the measurements then live as long
+//! as the response body, so a long stream counts until it ends.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,8 +17,47 @@ use tokio::sync::Semaphore;
 use super::body::buffer_body;
 use super::{ApiError, AppState};
 
+use super::capacity::Capacity;
+
 #[derive(Clone)]
-pub struct RequestLimit(pub Arc<Semaphore>);
+pub struct RequestLimit {
+    /// `server.max_concurrent_requests`, when set.
+    count: Option<Arc<Semaphore>>,
+    capacity: Arc<Capacity>,
+}
+
+impl RequestLimit {
+    pub fn new(max_concurrent_requests: Option<usize>, capacity: Arc<Capacity>) -> RequestLimit {
+        RequestLimit {
+            count: max_concurrent_requests.map(|n| Arc::new(Semaphore::new(n))),
+            capacity,
+        }
+    }
+
+    pub fn capacity(&self) -> &Arc<Capacity> {
+        &self.capacity
+    }
+
+    /// Why new work must wait, if it must.
+    fn refusal(&self) -> Option<Refusal> {
+        if let Err(exhausted) = self.capacity.check() {
+            return Some(Refusal::Resource(
+                exhausted.resource(),
+                exhausted.describe(),
+            ));
+        }
+        self.count
+            .as_ref()
+            .filter(|s| s.available_permits() == 0)
+            .map(|_| Refusal::Count)
+    }
+}
+
+enum Refusal {
+    /// The resource's metric label and the message naming it.
+    Resource(&'static str, String),
+    Count,
+}
 
 pub async fn track_and_limit(
     State(state): State<AppState>,
@@ -35,8 +75,8 @@ pub async fn track_and_limit(
         return next.run(request).await;
     }
     // Saturated: refuse before reading a body that could not run anyway.
-    if state.limit.0.available_permits() == 0 {
-        return busy(route);
+    if let Some(refusal) = state.limit.refusal() {
+        return busy(route, refusal);
     }
     // The slot is taken once the body has arrived: clients trickling a body hold none.
     let request = match buffer_body(request, state.body_limit, state.body_read_timeout).await {
@@ -46,9 +86,14 @@ pub async fn track_and_limit(
             return refusal.into_response();
         }
     };
-    let Ok(permit) = state.limit.0.clone().try_acquire_owned() else {
-        return busy(route);
+    let permit = match &state.limit.count {
+        Some(slots) => match slots.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => return busy(route, Refusal::Count),
+        },
+        None => None,
     };
+    let in_flight = state.limit.capacity.request();
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
     let is_stream = response
@@ -60,6 +105,7 @@ pub async fn track_and_limit(
     let mut data = body.into_data_stream();
     let guarded = async_stream::stream! {
         let _permit = permit;
+        let _in_flight = in_flight;
         let _stream_gauge = is_stream.then(StreamGauge::open);
         while let Some(chunk) = data.next().await {
             yield chunk;
@@ -78,13 +124,18 @@ fn count(route: String, status: String) {
         .increment(1);
 }
 
-fn busy(route: String) -> Response {
+fn busy(route: String, refusal: Refusal) -> Response {
     count(route, "503".to_owned());
-    let mut response = ApiError::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Server busy: too many requests in flight, retry shortly",
-    )
-    .into_response();
+    let (resource, message) = match refusal {
+        Refusal::Resource(resource, message) => (resource, message),
+        Refusal::Count => (
+            "max_concurrent_requests",
+            "Server busy: server.max_concurrent_requests requests in flight; retry shortly"
+                .to_owned(),
+        ),
+    };
+    metrics::counter!("triage_load_shed_total", "resource" => resource).increment(1);
+    let mut response = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message).into_response();
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

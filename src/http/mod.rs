@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod capacity;
 mod chat;
 mod console;
 mod conversation_actions;

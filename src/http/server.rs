@@ -40,6 +40,8 @@ pub struct ServeOptions {
     /// A connection whose peer takes no response bytes for this long is closed.
     pub write_timeout: Duration,
     pub grace: Duration,
+    /// Counts open connections as descriptors in use.
+    pub capacity: Arc<super::capacity::Capacity>,
 }
 
 /// Serves `router` on `listener` until `signal` resolves, then shuts down gracefully.
@@ -93,7 +95,9 @@ pub async fn serve(
         let builder = builder.clone();
         let tls = options.tls.clone();
         let watcher = graceful.watcher();
+        let open = options.capacity.connection();
         tokio::spawn(async move {
+            let _open = open;
             let result = match tls {
                 None => {
                     let conn = builder.serve_connection_with_upgrades(

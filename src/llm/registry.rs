@@ -65,7 +65,7 @@ pub struct ModelConfig {
     /// The entry's `extra_headers` over EXTRA_HEADERS, sent with every call.
     pub extra_headers: BTreeMap<String, String>,
     pub tokenizer: Tokenizer,
-    /// Calls in flight to this model are bounded (llm.max_concurrent_calls_per_model).
+    /// Calls in flight to this model, bounded when llm.max_concurrent_calls_per_model is set.
     pub call_slots: Arc<tokio::sync::Semaphore>,
     /// Every credential of this model (its key, credential-like fields of its entry), for the
     /// secret masker.
@@ -494,8 +494,12 @@ fn resolve(
         extra_params,
         extra_headers,
         tokenizer: Tokenizer::for_model(name),
+        // No cap configured: slots enough never to run out, so the call path stays one.
         call_slots: Arc::new(tokio::sync::Semaphore::new(
-            settings.llm.max_concurrent_calls_per_model,
+            settings
+                .llm
+                .max_concurrent_calls_per_model
+                .unwrap_or(tokio::sync::Semaphore::MAX_PERMITS),
         )),
         fallbacks: Vec::new(),
     })

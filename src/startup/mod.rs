@@ -6,11 +6,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 use crate::agent::{Agent, AgentOptions, CompactionOptions, ImageLimits, SecretMasker};
 use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
+use crate::http::capacity::Capacity;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
 use crate::llm::{
@@ -294,6 +295,7 @@ impl Application {
         let conversations = open_conversations(&settings, agent.clone()).await?;
         let _ = crate::http::ops::metrics_handle();
         let (phase, phase_rx) = watch::channel(Phase::Running);
+        let capacity = start_capacity(server);
         let secs = Duration::from_secs_f64;
         let state = AppState {
             chat: stateless_chat(&settings, agent.clone()),
@@ -307,7 +309,7 @@ impl Application {
             write_timeout: secs(server.write_timeout_secs),
             model_name_as_string: settings.compat.model_name_as_string,
             api_keys: ApiKeys::new(&keys),
-            limit: RequestLimit(Arc::new(Semaphore::new(server.max_concurrent_requests))),
+            limit: RequestLimit::new(server.max_concurrent_requests, capacity.clone()),
             deadline: secs(server.request_deadline_secs),
             shutdown: ShutdownWatch(phase_rx),
             started: Instant::now(),
@@ -343,6 +345,7 @@ impl Application {
                 header_read_timeout: secs(server.header_read_timeout_secs),
                 write_timeout: secs(server.write_timeout_secs),
                 grace: secs(server.shutdown_grace_secs),
+                capacity,
             },
             phase,
         })
@@ -366,6 +369,24 @@ impl Application {
         );
         serve(self.listener, self.router, self.serve, self.phase, signal).await
     }
+}
+
+/// Raises the descriptor limit, then watches memory and descriptors for load shedding.
+fn start_capacity(server: &crate::config::ServerSettings) -> Arc<Capacity> {
+    if let Some((before, now, hard)) = crate::http::capacity::raise_descriptor_limit() {
+        tracing::info!(
+            soft_before = before,
+            soft = now,
+            hard,
+            "open files limit (RLIMIT_NOFILE)"
+        );
+    }
+    let capacity = Arc::new(Capacity::new(
+        server.memory_budget_bytes,
+        server.descriptor_reserve,
+    ));
+    Capacity::start_sampling(&capacity);
+    capacity
 }
 
 /// Fail closed: no API key on an address others can reach is refused unless explicitly allowed.

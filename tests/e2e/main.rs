@@ -14,6 +14,7 @@ mod attack_conversations;
 mod bad_input;
 mod bash_policy;
 mod browser_guard;
+mod capacity_limits;
 mod chat_basic;
 mod ci_prerequisites;
 mod cli;

@@ -134,8 +134,9 @@ pub(super) fn paths_document(
         }));
         r["401"]["description"] = json!("Invalid or missing API key.");
         r["503"] = retry_response(
-            "Server busy (`server.max_concurrent_requests`), the model \
-            at `llm.max_concurrent_calls_per_model`, or no model configured.",
+            "Server busy (memory or file descriptors near exhaustion, or an optional cap: \
+            `server.max_concurrent_requests`, `llm.max_concurrent_calls_per_model`), or no \
+            model configured.",
         );
         r
     };
@@ -233,8 +234,9 @@ pub(super) fn paths_document(
                     },
                     "content": {"application/json": {"schema": schema_ref("ErrorResponse")}},
                 },
-                "ServerBusy": retry_response("Server busy: `server.max_concurrent_requests` \
-                    requests are in flight."),
+                "ServerBusy": retry_response("Server busy: memory or file descriptors near \
+                    exhaustion (the `detail` names which), or the optional \
+                    `server.max_concurrent_requests` cap reached."),
             },
             "headers": {
                 "RequestId": {
