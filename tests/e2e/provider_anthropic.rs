@@ -5,7 +5,10 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, names, spawn_app_with};
-use crate::provider_common::{assert_answered, last_event, request_blocks};
+use crate::provider_common::{
+    SMALL_WINDOW, assert_answered, assert_compaction_summarises_then_answers, last_event,
+    request_blocks,
+};
 use fake_llm::{FakeLlm, Step};
 
 const CLAUDE: &str = "default_model = \"claude\"\n[models.claude]\nmodel = \"anthropic/claude-sonnet-4-5\"\napi_base = \"{LLM}\"\napi_key = \"sk-ant-test\"\n";
@@ -172,28 +175,7 @@ async fn images_become_image_blocks() {
 
 #[tokio::test]
 async fn compaction_summarises_then_answers() {
-    let app = claude("custom_args = { max_context_size = 8000 }\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n").await;
-    let long = |tag: &str| format!("{tag} {}", "pod node disk memory error ".repeat(250));
-    app.llm
-        .push(Step::text("<summary>SUMMARY-MARKER</summary>"));
-    app.llm.push(Step::text("Checkout waits on the database."));
-    let history = json!([
-        {"role": "user", "content": long("Why is checkout slow?")},
-        {"role": "assistant", "content": long("Looking into it.")},
-    ]);
-    let events = app
-        .chat_sse(&json!({"ask": "Any news?", "conversation_history": history}))
-        .await;
-    assert!(
-        names(&events).contains(&"conversation_history_compacted"),
-        "{:?}",
-        names(&events)
-    );
-    assert_eq!(
-        last_event(&events)["analysis"],
-        "Checkout waits on the database."
-    );
-    assert!(app.llm.requests()[1].to_string().contains("SUMMARY-MARKER"));
+    assert_compaction_summarises_then_answers(&claude(SMALL_WINDOW).await).await;
 }
 
 #[tokio::test]

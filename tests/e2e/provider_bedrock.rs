@@ -7,7 +7,10 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, names, spawn_app_with};
-use crate::provider_common::{assert_answered, last_event, pending_ids, request_blocks};
+use crate::provider_common::{
+    SMALL_WINDOW, assert_answered, assert_compaction_summarises_then_answers, last_event,
+    pending_ids, request_blocks,
+};
 use fake_llm::{FakeLlm, Step};
 
 const KEY_ID: &str = "AKIDBEDROCKTEST";
@@ -402,29 +405,7 @@ async fn check_probes_bedrock_with_a_bearer_token_and_web_identity() {
 
 #[tokio::test]
 async fn compaction_summarises_then_answers() {
-    let app = bedrock(
-        SONNET_35,
-        "custom_args = { max_context_size = 8000 }\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n",
-    )
-    .await;
-    let long = |tag: &str| format!("{tag} {}", "pod node disk memory error ".repeat(250));
-    app.llm
-        .push(Step::text("<summary>SUMMARY-MARKER</summary>"));
-    app.llm.push(Step::text("Checkout waits on the database."));
-    let history = json!([
-        {"role": "user", "content": long("Why is checkout slow?")},
-        {"role": "assistant", "content": long("Looking into it.")},
-    ]);
-    let events = app
-        .chat_sse(&json!({"ask": "Any news?", "conversation_history": history}))
-        .await;
-    assert!(
-        names(&events).contains(&"conversation_history_compacted"),
-        "{:?}",
-        names(&events)
-    );
-    assert_answered(&events, "Checkout waits on the database.");
-    assert!(app.llm.requests()[1].to_string().contains("SUMMARY-MARKER"));
+    assert_compaction_summarises_then_answers(&bedrock(SONNET_35, SMALL_WINDOW).await).await;
 }
 
 /// The fake refuses what Bedrock refuses, so the flows above passing means triage's requests

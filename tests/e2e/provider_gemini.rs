@@ -7,7 +7,10 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, names, spawn_app_with};
-use crate::provider_common::{assert_answered, last_event, pending_ids, request_blocks};
+use crate::provider_common::{
+    SMALL_WINDOW, assert_answered, assert_compaction_summarises_then_answers, last_event,
+    pending_ids, request_blocks,
+};
 use fake_llm::{FakeLlm, Step};
 
 const GEMINI: &str = "default_model = \"gem\"\n[models.gem]\nmodel = \"gemini/gemini-2.5-flash\"\napi_base = \"{LLM_ORIGIN}\"\napi_key = \"AIza-test\"\n";
@@ -629,32 +632,5 @@ async fn an_outage_moves_to_the_fallback_model() {
 
 #[tokio::test]
 async fn compaction_summarises_then_answers() {
-    let app = gemini(
-        "custom_args = { max_context_size = 8000 }\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n",
-    )
-    .await;
-    let long = |tag: &str| format!("{tag} {}", "pod node disk memory error ".repeat(250));
-    app.llm
-        .push(Step::text("<summary>SUMMARY-MARKER</summary>"));
-    app.llm.push(Step::text("Checkout waits on the database."));
-    let history = json!([
-        {"role": "user", "content": long("Why is checkout slow?")},
-        {"role": "assistant", "content": long("Looking into it.")},
-    ]);
-    let events = app
-        .chat_sse(&json!({"ask": "Any news?", "conversation_history": history}))
-        .await;
-    assert!(
-        names(&events).contains(&"conversation_history_compacted"),
-        "{:?}",
-        names(&events)
-    );
-    assert_answered(&events, "Checkout waits on the database.");
-    // The summary request was a valid Gemini request (the fake refuses others); the answer's
-    // request carries the summary instead of the long history.
-    let requests = app.llm.requests();
-    assert_eq!(requests.len(), 2);
-    let answer_request = requests[1].to_string();
-    assert!(answer_request.contains("SUMMARY-MARKER"));
-    assert!(!answer_request.contains("Looking into it."));
+    assert_compaction_summarises_then_answers(&gemini(SMALL_WINDOW).await).await;
 }
