@@ -580,3 +580,22 @@ async fn a_late_exception_is_masked_and_not_retried() {
     // Sent once: the answer is not asked for again after output went out.
     assert_eq!(app.llm.request_count(), 1);
 }
+
+/// Refusals to open and failed streams alternating: one retry budget for both
+/// (`retry_max_attempts`, 5 by default), not one for each stream retry's opens.
+#[tokio::test]
+async fn opening_and_stream_retries_share_one_budget() {
+    let app = bedrock(SONNET_35, "").await;
+    for _ in 0..6 {
+        app.llm.push(Step::error(429, "Too many requests."));
+        app.llm.push(Step::FailMidStream {
+            content: String::new(),
+            kind: "throttlingException".into(),
+            message: "slow down".into(),
+        });
+    }
+    app.llm.push(Step::text("never"));
+    let (status, body) = app.chat_json(&json!({"ask": "hi"})).await;
+    assert!(status >= 400, "{body}");
+    assert_eq!(app.llm.request_count(), 5);
+}
