@@ -44,6 +44,13 @@ const CREDENTIAL_ENV_VARS: &[&str] = &[
 pub const CREDENTIAL_FILE_ENV_VARS: &[&str] =
     &["GOOGLE_APPLICATION_CREDENTIALS", "VERTEXAI_CREDENTIALS"];
 
+/// Variables naming a file that holds a token as it is (AWS web identity for IRSA, EKS pod
+/// identity's container token): the file's content is the secret.
+const TOKEN_FILE_ENV_VARS: &[&str] = &[
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+];
+
 /// Fields of a service-account or OAuth credentials file that are secret.
 const SECRET_JSON_FIELDS: &[&str] = &[
     "private_key",
@@ -103,11 +110,21 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
             secrets.extend(credentials_file_secrets(&value));
         }
     }
+    secrets.extend(token_files(|var| std::env::var(var).ok()));
     for kubeconfig in kubeconfig_files(settings) {
         secrets.extend(kubeconfig_secrets(&kubeconfig));
     }
     secrets.extend(read_small(std::path::Path::new(SERVICE_ACCOUNT_TOKEN)));
     secrets
+}
+
+/// The tokens in the files `TOKEN_FILE_ENV_VARS` name (`env` looks a variable up).
+fn token_files(env: impl Fn(&str) -> Option<String>) -> Vec<String> {
+    TOKEN_FILE_ENV_VARS
+        .iter()
+        .filter_map(|var| read_small(std::path::Path::new(env(var)?.trim())))
+        .map(|token| token.trim().to_owned())
+        .collect()
 }
 
 /// The token kubectl uses inside a pod.
@@ -321,6 +338,19 @@ mod tests {
                 "ghp_abcdefghijkl"
             ]
         );
+    }
+
+    /// IRSA's web identity token is exchanged at STS for credentials; an STS or provider
+    /// error echoing it must not reach a client.
+    #[test]
+    fn aws_token_files_are_secrets() {
+        let path = std::env::temp_dir().join(format!("triage-wit-{}", std::process::id()));
+        std::fs::write(&path, "eyJweb-identity-jwt-123456\n").unwrap();
+        let file = path.to_str().unwrap().to_owned();
+        let found = token_files(|var| (var == "AWS_WEB_IDENTITY_TOKEN_FILE").then(|| file.clone()));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(found, ["eyJweb-identity-jwt-123456"]);
+        assert!(token_files(|_| Some("/nonexistent/token".into())).is_empty());
     }
 
     #[test]

@@ -56,9 +56,9 @@ impl Transport {
             let started = Instant::now();
             let mut attempt = 0;
             'call: loop {
-                attempt += 1;
                 let build = prepare().await?;
-                let response = self.open_with_retries(model, &build).await?;
+                // Opening failures and failed streams count against one retry budget.
+                let response = self.open_counting(model, &build, &mut attempt, started).await?;
                 let mut events = R::events(self, response);
                 let mut answer = R::default();
                 let mut any_output = false;

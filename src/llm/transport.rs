@@ -104,11 +104,24 @@ impl Transport {
         model: &ModelConfig,
         build: impl Fn() -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, LlmError> {
-        let started = Instant::now();
-        let mut attempt = 0;
+        self.open_counting(model, build, &mut 0, Instant::now())
+            .await
+    }
+
+    /// `open_with_retries` within a call's attempts so far (`attempt`, counted up here) and
+    /// the time budget of a call that started at `started`: a caller that also retries
+    /// failed streams shares one budget rather than multiplying two.
+    pub(crate) async fn open_counting(
+        &self,
+        model: &ModelConfig,
+        build: impl Fn() -> reqwest::RequestBuilder,
+        attempt: &mut u32,
+        started: Instant,
+    ) -> Result<reqwest::Response, LlmError> {
         let mut max_attempts = self.retry.max_attempts;
         loop {
-            attempt += 1;
+            *attempt += 1;
+            let attempt = *attempt;
             let err = match self.open(model, &build).await {
                 Ok(response) => return Ok(response),
                 Err(Failure {

@@ -468,3 +468,115 @@ async fn the_fake_refuses_what_bedrock_refuses() {
     assert_eq!(status, 403, "{text}");
     assert_eq!(llm.remaining(), 1, "every refusal came before the script");
 }
+
+/// One eventstream frame as Bedrock encodes it.
+fn frame(message_type: &str, kind: &str, payload: &Value) -> Vec<u8> {
+    use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+    let kind_header = match message_type {
+        "exception" => ":exception-type",
+        _ => ":event-type",
+    };
+    let message = Message::new(payload.to_string().into_bytes())
+        .add_header(Header::new(
+            ":message-type",
+            HeaderValue::String(message_type.to_owned().into()),
+        ))
+        .add_header(Header::new(
+            kind_header,
+            HeaderValue::String(kind.to_owned().into()),
+        ));
+    let mut out = Vec::new();
+    aws_smithy_eventstream::frame::write_message_to(&message, &mut out).expect("frame");
+    out
+}
+
+/// A hostile or broken endpoint: a frame length that lies (far too large, too small, past the
+/// end of the body), a corrupted CRC, an answer without `messageStop`, a redacted reasoning
+/// block that never ends. Each ends the turn in an error naming the fault, one request each.
+#[tokio::test]
+async fn hostile_frames_end_in_clear_errors() {
+    let app = bedrock(SONNET_35, "").await;
+    let text = frame(
+        "event",
+        "contentBlockDelta",
+        &json!({"contentBlockIndex": 0, "delta": {"text": "hi"}}),
+    );
+    let mut corrupt = text.clone();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let mut endless_redaction = Vec::new();
+    let piece = "r".repeat(1024 * 1024);
+    for _ in 0..5 {
+        endless_redaction.extend(frame(
+            "event",
+            "contentBlockDelta",
+            &json!({"contentBlockIndex": 0,
+                "delta": {"reasoningContent": {"redactedContent": piece}}}),
+        ));
+    }
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            [&[0x7f, 0xff, 0xff, 0xff][..], &[0; 12]].concat(),
+            "eventstream frame of 2147483647 bytes",
+        ),
+        (
+            [&[0, 0, 0, 3][..], &[0; 12]].concat(),
+            "eventstream frame of 3 bytes",
+        ),
+        (text[..text.len() - 3].to_vec(), "ended inside a frame"),
+        (corrupt, "unreadable eventstream frame"),
+        (text.clone(), "ended in the middle of the answer"),
+        (endless_redaction, "redacted reasoning exceeded"),
+    ];
+    for (n, (body, expected)) in cases.into_iter().enumerate() {
+        app.llm.push(Step::Raw { body: body.into() });
+        let events = app.chat_sse(&json!({"ask": "hi", "stream": true})).await;
+        assert_eq!(
+            names(&events).last(),
+            Some(&"error"),
+            "case {n}: {events:#?}"
+        );
+        let error = last_event(&events).to_string();
+        assert!(error.contains(expected), "case {n}: {error}");
+        assert_eq!(app.llm.request_count(), n + 1, "case {n}: not retried");
+    }
+}
+
+/// A hostile endpoint echoing the secret key in a throttling exception after output went out:
+/// the error is masked and the call not retried (its output would be duplicated).
+#[tokio::test]
+async fn a_late_exception_is_masked_and_not_retried() {
+    let app = bedrock(SONNET_35, "").await;
+    app.llm.push(Step::FailMidStream {
+        content: "Partial answer".into(),
+        kind: "throttlingException".into(),
+        message: format!("slow down, {SECRET}"),
+    });
+    app.llm.push(Step::text("never"));
+    let events = app.chat_sse(&json!({"ask": "hi", "stream": true})).await;
+    assert_eq!(names(&events).last(), Some(&"error"), "{events:#?}");
+    let all = format!("{events:?}");
+    assert!(!all.contains(SECRET), "{all}");
+    assert!(last_event(&events).to_string().contains("slow down"));
+    // Sent once: the answer is not asked for again after output went out.
+    assert_eq!(app.llm.request_count(), 1);
+}
+
+/// Refusals to open and failed streams alternating: one retry budget for both
+/// (`retry_max_attempts`, 5 by default), not one for each stream retry's opens.
+#[tokio::test]
+async fn opening_and_stream_retries_share_one_budget() {
+    let app = bedrock(SONNET_35, "").await;
+    for _ in 0..6 {
+        app.llm.push(Step::error(429, "Too many requests."));
+        app.llm.push(Step::FailMidStream {
+            content: String::new(),
+            kind: "throttlingException".into(),
+            message: "slow down".into(),
+        });
+    }
+    app.llm.push(Step::text("never"));
+    let (status, body) = app.chat_json(&json!({"ask": "hi"})).await;
+    assert!(status >= 400, "{body}");
+    assert_eq!(app.llm.request_count(), 5);
+}

@@ -168,3 +168,69 @@ impl Signer {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use hmac::{Hmac, Mac};
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn hmac(key: &[u8], data: &str) -> Vec<u8> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
+        mac.update(data.as_bytes());
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// The signature is recomputed here from AWS's SigV4 specification, not with aws-sigv4:
+    /// for an inference-profile ARN (`:` and `/` in the model id, sent percent-encoded in one
+    /// path segment) the canonical URI encodes the path once more, as Bedrock checks it.
+    #[test]
+    fn signatures_follow_the_specification_for_arn_model_ids() {
+        let url = format!(
+            "https://bedrock-runtime.us-east-1.amazonaws.com/model/{}/converse-stream",
+            super::super::models::path_segment(
+                "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-x"
+            )
+        );
+        let signer = Signer::SigV4 {
+            region: "us-east-1".into(),
+            credentials: Credentials::new("AKIDTEST", "secret-test", None, None, "test"),
+        };
+        let body = br#"{"messages":[]}"#;
+        let headers = signer.headers(&url, body).unwrap();
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let amz_date = get("x-amz-date");
+        let date = &amz_date[..8];
+        let authorization = get("authorization");
+        let canonical_request = format!(
+            "POST\n/model/arn%253Aaws%253Abedrock%253Aus-east-1%253A123456789012%253Ainference-profile%252Fus.anthropic.claude-x/converse-stream\n\n\
+             content-type:application/json\nhost:bedrock-runtime.us-east-1.amazonaws.com\nx-amz-date:{amz_date}\n\n\
+             content-type;host;x-amz-date\n{}",
+            hex(&Sha256::digest(body))
+        );
+        let scope = format!("{date}/us-east-1/bedrock/aws4_request");
+        let string_to_sign = format!(
+            "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
+            hex(&Sha256::digest(canonical_request.as_bytes()))
+        );
+        let key = ["us-east-1", "bedrock", "aws4_request"]
+            .iter()
+            .fold(hmac(b"AWS4secret-test", date), |key, part| hmac(&key, part));
+        let expected = format!(
+            "AWS4-HMAC-SHA256 Credential=AKIDTEST/{scope}, SignedHeaders=content-type;host;x-amz-date, Signature={}",
+            hex(&hmac(&key, &string_to_sign))
+        );
+        assert_eq!(authorization, expected);
+    }
+}

@@ -162,6 +162,18 @@ mod tests {
         );
     }
 
+    /// The region names a host: path or host characters in it are refused, not sent.
+    #[test]
+    fn a_region_with_host_or_path_characters_is_refused() {
+        for region in ["us-east-1.evil.com/x", "us-east-1/../x", "us east", "eu@h"] {
+            let entry: ModelEntry = serde_json::from_value(serde_json::json!(
+                {"model": "bedrock/x", "aws_region_name": region, "api_key": "k"}))
+            .unwrap();
+            let err = resolve("x", None, &entry).err().unwrap_or_default();
+            assert!(err.contains("is not a region name"), "{region}: {err}");
+        }
+    }
+
     #[test]
     fn cache_points_only_where_taken() {
         assert!(supports_cache_points(

@@ -23,6 +23,11 @@ use crate::wire::response::Usage;
 /// Prelude (total length, headers length, prelude CRC) before a frame's headers.
 const PRELUDE_BYTES: usize = 12;
 const MAX_SIGNATURE_BYTES: usize = 64 * 1024;
+/// Most tool uses plus open content blocks in one answer (a few, or dozens of parallel
+/// calls): each holds memory that an empty name or no text hides from the answer cap.
+const MAX_BLOCKS: usize = 1024;
+/// Most of an exception's message kept: one sentence or a few, never megabytes.
+const MAX_MESSAGE_CHARS: usize = 2000;
 
 enum Block {
     Text,
@@ -56,7 +61,8 @@ fn frames(
                 let total = (&buffer[..4]).get_u32() as usize;
                 if !(PRELUDE_BYTES + 4..=MAX_EVENT_BYTES).contains(&total) {
                     Err(LlmError::Oversized(format!(
-                        "an eventstream frame of {total} bytes (at most {MAX_EVENT_BYTES} are read)"
+                        "an eventstream frame of {total} bytes (frames of {} to {MAX_EVENT_BYTES} bytes are read)",
+                        PRELUDE_BYTES + 4
                     )))?;
                 }
                 if buffer.len() < total {
@@ -109,21 +115,32 @@ impl AnswerReader for AnswerStream {
     }
 
     fn push(&mut self, message: Message) -> Result<Vec<Fragment>, LlmError> {
-        let payload: Value = serde_json::from_slice(message.payload()).map_err(|e| {
-            LlmError::Protocol(format!(
-                "malformed event payload ({e}): {}",
-                String::from_utf8_lossy(message.payload())
-                    .chars()
-                    .take(200)
-                    .collect::<String>()
-            ))
-        })?;
+        let payload = || -> Result<Value, LlmError> {
+            serde_json::from_slice(message.payload()).map_err(|e| {
+                LlmError::Protocol(format!(
+                    "malformed event payload ({e}): {}",
+                    String::from_utf8_lossy(message.payload())
+                        .chars()
+                        .take(200)
+                        .collect::<String>()
+                ))
+            })
+        };
         match header(&message, ":message-type") {
-            Some("event") => self.event(header(&message, ":event-type").unwrap_or(""), &payload),
+            Some("event") => {
+                let out = self.event(header(&message, ":event-type").unwrap_or(""), &payload()?)?;
+                if self.calls + self.blocks.len() > MAX_BLOCKS {
+                    return Err(LlmError::Oversized(format!(
+                        "more than {MAX_BLOCKS} content blocks in one answer"
+                    )));
+                }
+                Ok(out)
+            }
             Some("exception") => Err(exception(
                 header(&message, ":exception-type").unwrap_or("exception"),
-                &payload,
+                &payload()?,
             )),
+            // Its code and message are headers; the payload is empty.
             Some("error") => Err(exception(
                 header(&message, ":error-code").unwrap_or("error"),
                 &json!({"message": header(&message, ":error-message").unwrap_or("")}),
@@ -203,6 +220,13 @@ impl AnswerStream {
                         });
                         if let Block::Redacted { data: all } = block {
                             all.push_str(data);
+                            // Held until the block stops, where the answer cap cannot see it;
+                            // Anthropic's API sends it in one event, as large at most.
+                            if all.len() > MAX_EVENT_BYTES {
+                                return Err(LlmError::Oversized(format!(
+                                    "redacted reasoning exceeded {MAX_EVENT_BYTES} bytes"
+                                )));
+                            }
                         }
                         return Ok(out);
                     }
@@ -297,7 +321,11 @@ pub fn exception(kind: &str, payload: &Value) -> LlmError {
         .and_then(Value::as_str)
         .unwrap_or("the provider reported an error");
     let kind = kind.trim_end_matches("Exception").to_ascii_lowercase();
-    let message = format!("{kind}: {message}");
+    // Cut as an HTTP error body's message is (`error::error_message`).
+    let message = match message.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((end, _)) => format!("{kind}: {}…", &message[..end]),
+        None => format!("{kind}: {message}"),
+    };
     let status = match kind.as_str() {
         "throttling" => {
             return LlmError::RateLimited {

@@ -103,3 +103,118 @@ fn exceptions_are_classified() {
     // An answer cut before messageStop is not whole.
     assert!(AnswerStream::default().finish().is_none());
 }
+
+fn frame(message_type: &str, headers: &[(&str, &str)], payload: &[u8]) -> Message {
+    let mut message = Message::new(payload.to_vec()).add_header(Header::new(
+        ":message-type",
+        HeaderValue::String(message_type.to_owned().into()),
+    ));
+    for (name, value) in headers {
+        message = message.add_header(Header::new(
+            name.to_string(),
+            HeaderValue::String(value.to_string().into()),
+        ));
+    }
+    message
+}
+
+/// Redacted reasoning is kept until its block stops: a server that never stops one must not
+/// grow it without bound (each frame alone is within the event bound).
+#[test]
+fn redacted_reasoning_is_bounded() {
+    let mut s = AnswerStream::default();
+    let piece = "r".repeat(1024 * 1024);
+    let delta = json!({"contentBlockIndex": 0,
+        "delta": {"reasoningContent": {"redactedContent": piece}}});
+    let outcome = (0..6).try_for_each(|_| {
+        s.push(event("contentBlockDelta", delta.clone()))
+            .map(|_| ())
+    });
+    assert!(
+        matches!(outcome, Err(LlmError::Oversized(_))),
+        "{outcome:?}"
+    );
+}
+
+/// An exception's message goes into an error event: a megabyte of it is cut as an HTTP error
+/// body's message is.
+#[test]
+fn exception_messages_are_cut() {
+    let huge = json!({"message": "x".repeat(1024 * 1024)}).to_string();
+    let err = AnswerStream::default()
+        .push(frame(
+            "exception",
+            &[(":exception-type", "validationException")],
+            huge.as_bytes(),
+        ))
+        .unwrap_err();
+    assert!(
+        err.to_string().len() < 4096,
+        "{} bytes",
+        err.to_string().len()
+    );
+}
+
+/// `:message-type: error` frames carry their code and message in headers, the payload empty.
+#[test]
+fn error_frames_keep_their_code() {
+    let err = AnswerStream::default()
+        .push(frame(
+            "error",
+            &[
+                (":error-code", "ThrottlingException"),
+                (":error-message", "slow down"),
+            ],
+            b"",
+        ))
+        .unwrap_err();
+    assert!(
+        err.is_rate_limit() && err.to_string().contains("slow down"),
+        "{err}"
+    );
+}
+
+/// Tool input that is not JSON, unknown events and a tool delta for a text block: errors or
+/// nothing, never a panic.
+#[test]
+fn hostile_events_end_in_errors_not_panics() {
+    let mut s = AnswerStream::default();
+    assert!(
+        s.push(event("someFutureEvent", json!({"x": 1})))
+            .unwrap()
+            .is_empty()
+    );
+    assert!(s.push(frame("event", &[], b"not json")).is_err());
+    assert!(s.push(frame("surprise", &[], b"{}")).is_err());
+    s.push(event(
+        "contentBlockDelta",
+        json!({"contentBlockIndex": 0, "delta": {"text": "hi"}}),
+    ))
+    .unwrap();
+    let err = s
+        .push(event(
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{"}}}),
+        ))
+        .unwrap_err();
+    assert!(err.to_string().contains("started no tool use"), "{err}");
+    assert!(s.finish().is_none());
+}
+
+/// Tool uses with empty names and blocks never stopped count nothing toward the answer cap,
+/// yet each holds memory: their number is bounded.
+#[test]
+fn endless_content_blocks_are_bounded() {
+    let mut s = AnswerStream::default();
+    let outcome = (0..5000u64).try_for_each(|i| {
+        s.push(event(
+            "contentBlockStart",
+            json!({"contentBlockIndex": i, "start": {"toolUse": {"toolUseId": "", "name": ""}}}),
+        ))
+        .map(|_| ())
+    });
+    assert!(
+        matches!(outcome, Err(LlmError::Oversized(_))),
+        "{outcome:?}"
+    );
+}
