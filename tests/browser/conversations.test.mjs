@@ -270,7 +270,8 @@ test("conversations: hostile titles, messages, model text and tool output stay t
     { text: `# ${XSS}\n\n<iframe src="javascript:window.__pwned=4"></iframe>` },
   ]);
   const created = await api("POST", "/api/conversations", {
-    title: `${XSS} ${"long ".repeat(20000)}`,
+    // As long as the server takes (500 characters): the page clips it shorter still.
+    title: `${XSS} ${"long ".repeat(85)}`,
     tags: { team: XSS.slice(0, 200) },
     initial_message: { content: XSS },
   });
