@@ -11,7 +11,6 @@ use super::error::{RunError, RunErrorKind};
 use super::event::{AgentEvent, CompactionReport, CompactionStarted};
 use super::run::Live;
 use super::setup::RunSetup;
-use super::turn::announce_fallback;
 use crate::context::conversation::Conversation;
 use crate::llm::{AnsweredByFallback, CompletionRequest, LlmError, ModelConfig};
 use crate::wire::Message;
@@ -176,8 +175,7 @@ impl Agent {
             .await;
         // Announced whatever became of the summary: the switch of model happened.
         for fallback in &calls.fallbacks {
-            let note = self.fallback_note(s, fallback);
-            announce_fallback(&live.emit, &mut live.fallbacks, note);
+            self.announce_fallback(s, &live.emit, &mut live.fallbacks, fallback);
         }
         let summary = summary?;
         let preamble = self

@@ -206,19 +206,14 @@ impl Agent {
         reply.set_thinking_blocks(completion.thinking_blocks.clone());
         let prompt = live.conv.total() + s.tools_tokens;
         // Priced as the model that answered.
-        let answered_by = completion
-            .fallback
-            .as_ref()
-            .map_or(&s.model, |fallback| &fallback.model);
         live.state.usage.record_or_estimate(
             completion.usage,
             prompt,
             || count_message(s.model.tokenizer, &reply).total(),
-            answered_by,
+            completion.answered_by(&s.model),
         );
         if let Some(fallback) = &completion.fallback {
-            let note = self.fallback_note(s, fallback);
-            announce_fallback(&live.emit, &mut live.fallbacks, note);
+            self.announce_fallback(s, &live.emit, &mut live.fallbacks, fallback);
         }
         Ok((completion, reply))
     }
@@ -304,22 +299,17 @@ impl Agent {
             .complete(&request, live.slot.take(), |_| {})
             .await
             .map_err(|e| self.llm_failure(s, &e))?;
-        let text = completion.content.unwrap_or_default();
-        let answered_by = completion
-            .fallback
-            .as_ref()
-            .map_or(&s.model, |fallback| &fallback.model);
+        let text = completion.content.as_deref().unwrap_or_default();
         live.state.usage.record_or_estimate(
             completion.usage,
             live.conv.total(),
-            || s.model.tokenizer.count(&text),
-            answered_by,
+            || s.model.tokenizer.count(text),
+            completion.answered_by(&s.model),
         );
         if let Some(fallback) = &completion.fallback {
-            let note = self.fallback_note(s, fallback);
-            announce_fallback(&live.emit, &mut live.fallbacks, note);
+            self.announce_fallback(s, &live.emit, &mut live.fallbacks, fallback);
         }
-        let clean = match check.check(&text) {
+        let clean = match check.check(text) {
             Ok(clean) => clean,
             Err(violations) => return Ok(Err(violations)),
         };
@@ -331,7 +321,6 @@ impl Agent {
         Ok(Ok(clean))
     }
 
-    /// An LLM failure as the run's error; provider messages can echo credentials: masked.
     /// What the stream and the answer's metadata say of a call a fallback answered; the
     /// reason quotes a provider error, which can echo credentials.
     pub(super) fn fallback_note(
@@ -349,6 +338,21 @@ impl Agent {
         }
     }
 
+    /// Every call a fallback answered is announced in the stream and listed in the answer's
+    /// metadata: never a silent switch of model.
+    pub(super) fn announce_fallback(
+        &self,
+        s: &RunSetup,
+        emit: &Emitter,
+        fallbacks: &mut Vec<ModelFallback>,
+        fallback: &AnsweredByFallback,
+    ) {
+        let note = self.fallback_note(s, fallback);
+        fallbacks.push(note.clone());
+        emit.emit(AgentEvent::ModelFallback(note));
+    }
+
+    /// An LLM failure as the run's error; provider messages can echo credentials: masked.
     pub(super) fn llm_failure(&self, s: &RunSetup, e: &LlmError) -> RunError {
         let mut message = e.to_string();
         self.masker.mask(&mut message);
@@ -362,15 +366,4 @@ impl Agent {
         };
         RunError::new(kind, message)
     }
-}
-
-/// Every call a fallback answered is announced in the stream and listed in the answer's
-/// metadata: never a silent switch of model.
-pub(super) fn announce_fallback(
-    emit: &Emitter,
-    fallbacks: &mut Vec<ModelFallback>,
-    note: ModelFallback,
-) {
-    fallbacks.push(note.clone());
-    emit.emit(AgentEvent::ModelFallback(note));
 }

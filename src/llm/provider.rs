@@ -67,6 +67,14 @@ pub struct Completion {
     pub fallback: Option<AnsweredByFallback>,
 }
 
+impl Completion {
+    /// The model that answered: `requested`, or the fallback that stood in for it (what the
+    /// call is priced as).
+    pub fn answered_by<'a>(&'a self, requested: &'a ModelConfig) -> &'a ModelConfig {
+        self.fallback.as_ref().map_or(requested, |f| &f.model)
+    }
+}
+
 /// Which fallback answered, and why the model asked for did not.
 #[derive(Debug, Clone)]
 pub struct AnsweredByFallback {
