@@ -369,6 +369,16 @@ async fn without_fallbacks_an_outage_is_the_error() {
     assert!(fallback_frames(&events).is_empty());
 }
 
+/// Two turns of about 2,000 words each: more than an 8,192-token window holds with room to
+/// answer, so the next request compacts first.
+fn long_history() -> Value {
+    let words = "pod node disk memory error ".repeat(400);
+    json!([
+        {"role": "user", "content": format!("Why is checkout slow? {words}")},
+        {"role": "assistant", "content": format!("Looking into it. {words}")},
+    ])
+}
+
 #[tokio::test]
 async fn a_summary_answered_by_the_fallback_is_announced_too() {
     let app = spawn_app_with(&format!(
@@ -376,11 +386,7 @@ async fn a_summary_answered_by_the_fallback_is_announced_too() {
          [toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n"
     ))
     .await;
-    let words = |n: usize| "pod node disk memory error ".repeat(n / 5);
-    let history = json!([
-        {"role": "user", "content": format!("Why is checkout slow? {}", words(2000))},
-        {"role": "assistant", "content": format!("Looking into it. {}", words(2000))},
-    ]);
+    let history = long_history();
     // The summary request finds the primary down; the answer after it finds it back.
     app.llm.push(Step::error(503, "upstream down"));
     app.llm.push(Step::error(503, "upstream down"));
@@ -424,11 +430,7 @@ async fn the_model_table_sets_the_window_that_drives_compaction() {
         "[models.fake]\nmodel = \"openai/gpt-4-0613\"\n[toolsets.bash]\nenabled = false\n[toolsets.internet]\nenabled = false\n",
     )
     .await;
-    let words = |n: usize| "pod node disk memory error ".repeat(n / 5);
-    let history = json!([
-        {"role": "user", "content": format!("Why is checkout slow? {}", words(2000))},
-        {"role": "assistant", "content": format!("Looking into it. {}", words(2000))},
-    ]);
+    let history = long_history();
     app.llm.push(Step::text("<summary>\nSUMMARY\n</summary>"));
     app.llm.set_default(Step::text("answer"));
     let events = app
