@@ -44,7 +44,7 @@ pub use event::{AgentEvent, Answer, CompactionReport, CompactionStarted, StopRea
 pub use images::ImageLimits;
 pub use input::{Decision, FrontendResult, Input, UserMessage, Verdict};
 pub use run::Run;
-pub use secrets::SecretMasker;
+pub use secrets::{SecretMasker, remember_issued};
 pub use settle::missing_results;
 pub use setup::RunSetup;
 pub use state::{PendingCall, RunState, Waiting};

@@ -2,6 +2,8 @@
 //! own credentials never reach the LLM or the client; tool output and error messages carry
 //! `<secret-hidden>` instead.
 
+use std::sync::RwLock;
+
 pub const MASK: &str = "<secret-hidden>";
 /// Shorter values are too likely to occur by chance (and masking them would garble output).
 const MIN_SECRET_LEN: usize = 6;
@@ -28,11 +30,13 @@ impl SecretMasker {
         self.secrets.is_empty()
     }
 
+    /// Masks the configured secrets and every credential issued to this process so far.
     pub fn mask(&self, text: &mut String) {
-        for secret in &self.secrets {
-            if text.contains(secret.as_str()) {
-                *text = text.replace(secret.as_str(), MASK);
-            }
+        mask_each(&self.secrets, text);
+        if let Ok(issued) = ISSUED.read()
+            && !issued.is_empty()
+        {
+            mask_each(&issued, text);
         }
     }
 
@@ -41,6 +45,46 @@ impl SecretMasker {
             self.mask(t);
         }
     }
+}
+
+fn mask_each(secrets: &[String], text: &mut String) {
+    for secret in secrets {
+        if text.contains(secret.as_str()) {
+            *text = text.replace(secret.as_str(), MASK);
+        }
+    }
+}
+
+/// Credentials triage obtains while it runs (AWS session keys from STS or the metadata
+/// service, Google access tokens): unknown at start-up, so every masker also masks these once
+/// they are issued. Process-wide because the credentials are; oldest first. Issued credentials
+/// are random strings that do not contain one another, so their order does not matter.
+static ISSUED: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Rotated credentials keep arriving (an STS session lasts an hour); the oldest are dropped
+/// past this many, long expired by then.
+const MAX_ISSUED: usize = 64;
+
+/// Records a credential obtained at run time, so that no response, event or log line shows it.
+pub fn remember_issued(secret: &str) {
+    let secret = secret.trim();
+    if secret.len() < MIN_SECRET_LEN
+        || ISSUED
+            .read()
+            .is_ok_and(|issued| issued.iter().any(|s| s == secret))
+    {
+        return;
+    }
+    let Ok(mut issued) = ISSUED.write() else {
+        return;
+    };
+    if issued.iter().any(|s| s == secret) {
+        return;
+    }
+    if issued.len() >= MAX_ISSUED {
+        issued.remove(0);
+    }
+    issued.push(secret.to_owned());
 }
 
 /// Lines of a multi-line secret (a PEM key) no shorter than this are masked on their own: a
@@ -95,5 +139,26 @@ mod tests {
         let mut line = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC".to_owned();
         m.mask(&mut line);
         assert_eq!(line, MASK);
+    }
+
+    #[test]
+    fn credentials_issued_at_run_time_are_masked_by_every_masker() {
+        let configured = SecretMasker::new(["configured-secret".to_owned()]);
+        let empty = SecretMasker::default();
+        let token = "ASIA-issued-session-token-for-the-masker-test";
+        let mut before = format!("token {token}");
+        empty.mask(&mut before);
+        assert!(before.contains(token), "not yet issued: {before}");
+        remember_issued(token);
+        remember_issued(token);
+        for masker in [&configured, &empty] {
+            let mut text = format!("token {token} and configured-secret");
+            masker.mask(&mut text);
+            assert!(!text.contains(token), "{text}");
+        }
+        let count = ISSUED
+            .read()
+            .map(|i| i.iter().filter(|s| *s == token).count());
+        assert_eq!(count.ok(), Some(1), "remembered once");
     }
 }

@@ -23,7 +23,9 @@ use crate::stateless::{ApprovalSigner, StatelessChat};
 use crate::store::{Backend, Store, StoreOptions};
 use crate::tools::{self, ToolsetStatus};
 
+mod memory;
 mod toolsets;
+use memory::{protect_process_memory, release_start_up_memory};
 use toolsets::{load_tools, own_files};
 
 #[derive(Debug, thiserror::Error)]
@@ -66,12 +68,15 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     protect_process_memory();
     let models = ModelRegistry::from_settings(settings)?;
     // Build the encodings the configured models use now, so the first request does not pay
-    // for it; an encoding no model uses (tens of MiB) is never loaded.
-    for key in models.keys() {
-        if let Ok(model) = models.resolve(Some(&key)) {
-            model.tokenizer.count("warm up");
+    // for it; an encoding no model uses (tens of MiB) is never loaded. About 100 ms of CPU,
+    // spent while the toolsets' start-up checks wait on their processes.
+    let tokenizers: std::collections::HashSet<_> =
+        models.all().iter().map(|model| model.tokenizer).collect();
+    let warming = tokio::task::spawn_blocking(move || {
+        for tokenizer in tokenizers {
+            tokenizer.count("warm up");
         }
-    }
+    });
     let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings))?;
     sandbox.log_summary();
     let mut tools = load_tools(settings, &sandbox).await?;
@@ -133,8 +138,12 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     .with_anthropic(Arc::new(AnthropicClient::new(transport.clone())))
     .with_gemini(Arc::new(GeminiClient::new(transport.clone())))
     .with_bedrock(Arc::new(BedrockClient::new(transport)));
+    // A panic while building an encoding would repeat, and be reported, on first use.
+    let _ = warming.await;
     let a = &settings.agent;
-    let masker = SecretMasker::new(crate::credentials::known_secrets(settings, &models));
+    let secrets = crate::credentials::known_secrets(settings, &models);
+    crate::telemetry::mask_logs(SecretMasker::new(secrets.iter().cloned()));
+    let masker = SecretMasker::new(secrets);
     Ok(Arc::new(Agent {
         models,
         llm,
@@ -228,29 +237,6 @@ async fn open_conversations(
     Ok(conversations)
 }
 
-/// Tools run as triage's user, and a process may read its own user's `/proc/PID/environ` and
-/// `/proc/PID/mem`: triage's API keys would be one `cat` away. Not dumpable, triage's
-/// `/proc` files belong to root; its children get the flag back when they exec.
-fn protect_process_memory() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl(PR_SET_DUMPABLE, 0) changes a flag of this process and nothing else.
-    unsafe {
-        if libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 {
-            tracing::warn!("could not mark the process non-dumpable: tools may read its memory");
-        }
-    }
-}
-
-/// Building the encodings and the prompts allocates several times what they keep; glibc holds
-/// the freed pages until told otherwise, and an idle replica would carry them for its lifetime.
-fn release_start_up_garbage() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no live data.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 pub struct Application {
     listener: TcpListener,
     router: axum::Router,
@@ -335,7 +321,7 @@ impl Application {
             .await
             .map_err(|source| StartupError::Bind { addr, source })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-        release_start_up_garbage();
+        release_start_up_memory();
         Ok(Application {
             listener,
             router: router(state),

@@ -1,7 +1,8 @@
 //! Every credential triage knows is masked in what the model and the client see, wherever it
 //! was configured: here a key from the HolmesGPT model list file and a provider variable
 //! (`AZURE_API_KEY`) that no model uses, on the real binary started as an operator would; the
-//! files it read its configuration from are closed to the bash tool.
+//! files it read its configuration from are closed to the bash tool. The server's log masks
+//! them too: a provider error quoting a key is logged when the call is retried.
 
 use serde_json::json;
 
@@ -30,11 +31,12 @@ async fn model_list_keys_and_provider_variables_are_masked() {
     std::fs::write(
         &config,
         format!(
-            "[server]\nport = {port}\n[toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n"
+            "[server]\nport = {port}\n[toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 2\nretry_base_delay_ms = 10\n"
         ),
     )
     .unwrap();
-    let _server = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"))
+    let log = dir.join("stderr.log");
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("TRIAGE_CONFIG", &config)
@@ -43,7 +45,7 @@ async fn model_list_keys_and_provider_variables_are_masked() {
         .env("MODEL_LIST_FILE_LOCATION", &list)
         .env("AZURE_API_KEY", AZURE_KEY)
         .arg("serve")
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
@@ -51,6 +53,11 @@ async fn model_list_keys_and_provider_variables_are_masked() {
     let base = format!("http://127.0.0.1:{port}");
     crate::helpers::wait_until_ready(&client, &base).await;
 
+    // The provider's first answer is an error that quotes both keys: retried, and logged.
+    llm.push(Step::error(
+        503,
+        &format!("overloaded; key {LIST_KEY} and {AZURE_KEY} were rejected"),
+    ));
     // A prompt-injected model prints both credentials through an allowed command.
     // And tries to read the files triage reads its configuration from.
     llm.push(Step::tools(vec![
@@ -110,10 +117,18 @@ async fn model_list_keys_and_provider_variables_are_masked() {
         "{history}"
     );
     // The model read the masked result too.
-    let sent = llm.requests()[1]["messages"].to_string();
+    let sent = llm.requests()[2]["messages"].to_string();
     assert!(
         sent.contains("list=<secret-hidden> azure=<secret-hidden>"),
         "{sent}"
     );
+    server.kill().await.unwrap();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("retrying LLM call"), "{logged}");
+    assert!(
+        !logged.contains(LIST_KEY) && !logged.contains(AZURE_KEY),
+        "{logged}"
+    );
+    assert!(logged.contains("<secret-hidden>"), "{logged}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

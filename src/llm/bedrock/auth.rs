@@ -96,10 +96,16 @@ impl AwsAuth {
                 else {
                     return Err(no_credentials("the AWS chain has no source".into()));
                 };
-                provider
+                let issued = provider
                     .provide_credentials()
                     .await
-                    .map_err(|e| no_credentials(crate::llm::transport::error_chain(&e)))?
+                    .map_err(|e| no_credentials(crate::llm::transport::error_chain(&e)))?;
+                // STS or the metadata service may have just issued these: masked from now on.
+                crate::agent::remember_issued(issued.secret_access_key());
+                if let Some(token) = issued.session_token() {
+                    crate::agent::remember_issued(token);
+                }
+                issued
             }
         };
         Ok(Signer::SigV4 {

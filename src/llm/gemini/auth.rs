@@ -132,6 +132,7 @@ impl GoogleAuth {
             return Ok(token.clone());
         }
         let (token, lifetime) = self.fetch(http, model).await?;
+        crate::agent::remember_issued(&token);
         *cached = Some((token.clone(), Instant::now() + lifetime));
         Ok(token)
     }
