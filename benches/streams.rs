@@ -6,7 +6,7 @@
 //! `cargo bench --bench streams -- [--streams N] [--http1] [--secs S]`: the client speaks h2c to
 //! triage (about 100 streams a connection) unless `--http1` (one connection a stream, so each
 //! stream holds two descriptors in triage). Reports errors, the end-time distribution, and
-//! triage's RSS before, during and after, per stream; plus the machine's load.
+//! triage's RSS before, at its peak, 5 s and 15 s after, per stream; plus the machine's load.
 
 use std::io::{BufRead, Write as _};
 use std::net::SocketAddr;
@@ -147,7 +147,24 @@ fn start_triage(llm: SocketAddr) -> Option<(Process, SocketAddr, PathBuf)> {
         ),
     )
     .ok()?;
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_triage"))
+    // `STREAMS_BENCH_BIN` (another build, e.g. the profiling one) and `STREAMS_BENCH_WRAP`
+    // (a command it runs under, e.g. `heaptrack`); not `TRIAGE_*`, which triage reads.
+    let bin = std::env::var_os("STREAMS_BENCH_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_triage")),
+        PathBuf::from,
+    );
+    let wrap: Vec<String> = std::env::var("STREAMS_BENCH_WRAP")
+        .map(|w| w.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let mut command = match wrap.split_first() {
+        Some((program, args)) => {
+            let mut c = std::process::Command::new(program);
+            c.args(args).arg(&bin);
+            c
+        }
+        None => std::process::Command::new(&bin),
+    };
+    let child = command
         .arg("serve")
         .env("TRIAGE_CONFIG", &config)
         .env("RUST_LOG", "warn")
@@ -305,13 +322,16 @@ fn main() {
         let wall = started.elapsed().as_secs_f64();
         sampler.abort();
         let load = load_average();
+        // Idle pooled LLM connections close after 4 s; the server trims its heap once idle.
         tokio::time::sleep(Duration::from_secs(5)).await;
         let rss_after = rss_kib(pid);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let rss_later = rss_kib(pid);
         let rss_peak = peak.load(Ordering::Relaxed);
         ends.sort_by(f64::total_cmp);
         let per_stream = (rss_peak.saturating_sub(rss_before)) as f64 / opts.streams as f64;
         println!(
-            "| {} | {} | {} | {:.1} / {:.1} / {:.1} / {:.1} s | {:.1} / {:.1} / {:.1} MiB | {per_stream:.1} KiB | {wall:.1} s | {load} |",
+            "| {} | {} | {} | {:.1} / {:.1} / {:.1} / {:.1} s | {:.1} / {:.1} / {:.1} / {:.1} MiB | {per_stream:.1} KiB | {wall:.1} s | {load} |",
             opts.streams,
             if opts.http1 { "HTTP/1.1 both ways" } else { "h2c client, HTTP/1.1 to the LLM" },
             errors.len(),
@@ -322,6 +342,7 @@ fn main() {
             rss_before as f64 / 1024.0,
             rss_peak as f64 / 1024.0,
             rss_after as f64 / 1024.0,
+            rss_later as f64 / 1024.0,
         );
         if let Some(first) = errors.first() {
             println!("first error: {first}");

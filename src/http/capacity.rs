@@ -15,6 +15,9 @@ use std::time::Duration;
 /// Descriptors kept free for what is not counted: log files, DNS, tool processes, MCP servers.
 const DEFAULT_RESERVE: usize = 256;
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+/// Idle LLM connections stay pooled for 4 s after a burst, and the pool sweeps them on its
+/// own timer: by then they are closed and their buffers free.
+const TRIM_AGAIN_AFTER_IDLE: Duration = Duration::from_secs(10);
 
 pub struct Capacity {
     descriptor_limit: usize,
@@ -90,17 +93,28 @@ impl Capacity {
             let mut tick = tokio::time::interval(SAMPLE_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let mut was_busy = false;
+            let mut idle_since = None;
             loop {
                 tick.tick().await;
                 let Some(capacity) = weak.upgrade() else {
                     return;
                 };
-                // The allocator keeps freed pages: hand them back when a burst is over, and
-                // before refusing work for memory that may be free already.
+                // The allocator keeps freed pages: hand them back when a burst is over, again
+                // once the LLM connections it pooled have closed, and before refusing work for
+                // memory that may be free already.
                 let busy = capacity.requests.load(Ordering::Relaxed) > 0;
                 let over = capacity.rss.load(Ordering::Relaxed) >= capacity.memory_budget;
-                if (was_busy && !busy) || over {
+                let now = tokio::time::Instant::now();
+                if was_busy && !busy {
+                    idle_since = Some(now);
+                }
+                let pool_drained = idle_since
+                    .is_some_and(|since| now.duration_since(since) >= TRIM_AGAIN_AFTER_IDLE);
+                if (was_busy && !busy) || pool_drained || over {
                     let _ = tokio::task::spawn_blocking(release_free_memory).await;
+                }
+                if busy || pool_drained {
+                    idle_since = None;
                 }
                 was_busy = busy;
                 if let Some(rss) = resident_bytes() {

@@ -52,13 +52,21 @@ impl Transport {
         Fut: Future<Output = Result<B, LlmError>> + Send + 'a,
         B: Fn() -> reqwest::RequestBuilder + Send + Sync + 'a,
     {
+        // Both hold the request body (the whole history): kept while a retry may need it,
+        // freed once the answer has begun, since a stream may then run for minutes.
+        let mut prepare = Some(prepare);
         Box::pin(async_stream::try_stream! {
             let started = Instant::now();
             let mut attempt = 0;
             'call: loop {
-                let build = prepare().await?;
+                let Some(prepare_attempt) = prepare.as_ref() else {
+                    Err(LlmError::Protocol("retried after the answer began".into()))?;
+                    break 'call;
+                };
+                let attempt_build = prepare_attempt().await?;
                 // Opening failures and failed streams count against one retry budget.
-                let response = self.open_counting(model, &build, &mut attempt, started).await?;
+                let response = self.open_counting(model, &attempt_build, &mut attempt, started).await?;
+                let mut build = Some(attempt_build);
                 let mut events = R::events(self, response);
                 let mut answer = R::default();
                 let mut any_output = false;
@@ -81,6 +89,10 @@ impl Transport {
                     for fragment in fragments {
                         any_output |= !matches!(fragment, Fragment::Usage(_));
                         yield fragment;
+                    }
+                    if any_output && build.is_some() {
+                        build = None;
+                        prepare = None;
                     }
                     if answer.is_done() {
                         break;

@@ -115,6 +115,8 @@ impl OpenAiClient {
                 .transport
                 .open_with_retries(model, || model.authorize(self.transport.post(model, body.clone())))
                 .await?;
+            // Only opening is retried: from here on nothing sends the body again.
+            drop(body);
             let mut events = std::pin::pin!(self.transport.events(response));
             let (mut done, mut finished, mut any_output) = (false, false, false);
             while let Some(event) = events.next().await {

@@ -76,7 +76,9 @@ fn file_only_mappings(smaps: &str, exe: &str) -> Vec<Mapping> {
             )
         {
             let perms = fields.next().unwrap_or_default();
-            let path = fields.nth(3).unwrap_or_default();
+            // The rest of the line, so that a replaced binary's `… (deleted)` matches only
+            // `/proc/self/exe`'s own `… (deleted)`.
+            let path = fields.skip(3).collect::<Vec<_>>().join(" ");
             current = (matches!(perms, "r--p" | "r-xp") && path == exe && end > start).then_some(
                 Mapping {
                     start,
