@@ -1,12 +1,17 @@
 //! Capacity benchmark (issue 18): N concurrent SSE streams through the real `triage` binary on
 //! its default limits, against a fake LLM that answers each call in ~30 s (one delta a second),
-//! every stream read to its end. Three processes, each with its own descriptors: this one (the
-//! load generator), a copy of it serving the fake LLM (`--serve-fake-llm`), and `triage serve`.
+//! every stream read to its end. Processes, each with its own descriptors: this one (the load
+//! generator), a copy of it serving the fake LLM (`--serve-fake-llm`), one serving the fake's
+//! TLS front (`--serve-tls-front`), and `triage serve`.
 //!
-//! `cargo bench --bench streams -- [--streams N] [--http1] [--secs S]`: the client speaks h2c to
-//! triage (about 100 streams a connection) unless `--http1` (one connection a stream, so each
-//! stream holds two descriptors in triage). Reports errors, the end-time distribution, and
-//! triage's RSS before, at its peak, 5 s and 15 s after, per stream; plus the machine's load.
+//! `cargo bench --bench streams -- [--streams N] [--http1] [--llm-tls] [--secs S]`: the client
+//! speaks h2c to triage (about 100 streams a connection) and triage reaches the LLM over plain
+//! HTTP/1.1. `--http1`: HTTP/1.1 from the client too, one connection a stream, so each stream
+//! holds two descriptors in triage. `--llm-tls`: triage reaches the LLM over TLS with HTTP/2,
+//! as it reaches a hosted provider (the fake sits behind a TLS front with a self-signed
+//! certificate that triage trusts through `SSL_CERT_FILE`). Reports errors, the end-time
+//! distribution, and triage's RSS before, at its peak, 5 s and 15 s after, per stream; plus
+//! the machine's load.
 
 use std::io::{BufRead, Write as _};
 use std::net::SocketAddr;
@@ -28,6 +33,8 @@ const STREAMS_PER_H2_CONNECTION: usize = 100;
 struct Options {
     streams: usize,
     http1: bool,
+    /// HTTP/2 over TLS to the LLM (through the TLS front).
+    llm_tls: bool,
     /// Seconds the fake LLM takes per answer (one delta a second).
     secs: usize,
 }
@@ -44,6 +51,7 @@ fn options() -> Options {
     Options {
         streams: value("--streams").unwrap_or(if http1 { 9_000 } else { 10_000 }),
         http1,
+        llm_tls: args.iter().any(|a| a == "--llm-tls"),
         secs: value("--secs").unwrap_or(30),
     }
 }
@@ -84,6 +92,147 @@ fn serve_fake_llm(secs: usize) {
     });
 }
 
+/// The TLS front in a process of its own: with the fake beside it, each stream would hold two
+/// descriptors there (relay and fake), past the hard limit at 10,000 streams.
+fn serve_tls_front(fake: SocketAddr, dir: PathBuf) {
+    raise_descriptor_limit();
+    let Ok(rt) = tokio::runtime::Runtime::new() else {
+        return;
+    };
+    rt.block_on(async {
+        let addr = match tls_front(fake, &dir).await {
+            Ok(addr) => addr,
+            Err(e) => {
+                eprintln!("streams: the TLS front did not start: {e}");
+                return;
+            }
+        };
+        println!("{addr}");
+        let _ = std::io::stdout().flush();
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            let _ = std::io::stdin().lock().read_line(&mut line);
+        })
+        .await;
+    });
+}
+
+/// A self-signed certificate for `localhost` (openssl), in `dir`: `llm.crt`, `llm.key`.
+fn make_certificate(dir: &std::path::Path) -> Result<PathBuf, String> {
+    let (cert, key) = (dir.join("llm.crt"), dir.join("llm.key"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost"])
+        // A server certificate, not a CA: its own trust anchor.
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map_err(|e| format!("openssl: {e}"))?;
+    status
+        .success()
+        .then_some(cert)
+        .ok_or_else(|| "openssl could not make a certificate".to_owned())
+}
+
+/// TLS in front of the HTTP/1.1 fake: ALPN h2 (no stream limit that would queue calls) or
+/// HTTP/1.1, each request relayed over its own HTTP/1.1 connection to the fake. Its cost is
+/// in this process, not triage's.
+async fn tls_front(fake: SocketAddr, dir: &std::path::Path) -> Result<SocketAddr, String> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(dir.join("llm.crt"))
+        .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| e.to_string())?;
+    let key = PrivateKeyDer::from_pem_file(dir.join("llm.key")).map_err(|e| e.to_string())?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| e.to_string())?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut builder =
+                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                builder.http2().max_concurrent_streams(u32::MAX);
+                let service = hyper::service::service_fn(move |req| async move {
+                    let relayed = relay(fake, req).await;
+                    if let Err(e) = &relayed {
+                        eprintln!("streams: TLS front: {e}");
+                    }
+                    relayed
+                });
+                if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+                    eprintln!("streams: TLS front connection: {e}");
+                }
+            });
+        }
+    });
+    Ok(addr)
+}
+
+async fn relay(
+    fake: SocketAddr,
+    req: Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+    let stream = TcpStream::connect(fake).await.map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let (mut parts, body) = req.into_parts();
+    parts.version = hyper::Version::HTTP_11;
+    parts.uri = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse()
+        .map_err(|e: hyper::http::uri::InvalidUri| e.to_string())?;
+    parts.headers.insert(
+        hyper::header::HOST,
+        hyper::header::HeaderValue::from_static("localhost"),
+    );
+    let mut response = sender
+        .send_request(Request::from_parts(parts, body))
+        .await
+        .map_err(|e| e.to_string())?;
+    for name in ["connection", "keep-alive", "transfer-encoding"] {
+        response.headers_mut().remove(name);
+    }
+    Ok(response)
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
@@ -112,9 +261,10 @@ impl Drop for Process {
     }
 }
 
-fn start_fake_llm(secs: usize) -> Option<(Process, SocketAddr)> {
+/// A copy of this program in another mode (`args`), and the address it prints.
+fn start_helper(args: &[&std::ffi::OsStr]) -> Option<(Process, SocketAddr)> {
     let mut child = std::process::Command::new(std::env::current_exe().ok()?)
-        .args(["--serve-fake-llm", "--secs", &secs.to_string()])
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -126,15 +276,21 @@ fn start_fake_llm(secs: usize) -> Option<(Process, SocketAddr)> {
     Some((Process(child), line.trim().parse().ok()?))
 }
 
-fn start_triage(llm: SocketAddr) -> Option<(Process, SocketAddr, PathBuf)> {
+fn start_triage(
+    llm: SocketAddr,
+    dir: &std::path::Path,
+    llm_certificate: Option<&std::path::Path>,
+) -> Option<(Process, SocketAddr)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .ok()?
         .local_addr()
         .ok()?
         .port();
-    let dir = std::env::temp_dir().join(format!("triage-bench-streams-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
     let config = dir.join("triage.toml");
+    let api_base = match llm_certificate {
+        Some(_) => format!("https://localhost:{}/v1", llm.port()),
+        None => format!("http://{llm}/v1"),
+    };
     // The default limits: nothing here about concurrency.
     std::fs::write(
         &config,
@@ -142,7 +298,7 @@ fn start_triage(llm: SocketAddr) -> Option<(Process, SocketAddr, PathBuf)> {
             "[server]\nhost = \"127.0.0.1\"\nport = {port}\n\
              [toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n\
              [conversations]\ndata_dir = \"{}\"\n\
-             [models.slow]\nmodel = \"openai/gpt-4.1\"\napi_base = \"http://{llm}/v1\"\n",
+             [models.slow]\nmodel = \"openai/gpt-4.1\"\napi_base = \"{api_base}\"\n",
             dir.display()
         ),
     )
@@ -164,6 +320,9 @@ fn start_triage(llm: SocketAddr) -> Option<(Process, SocketAddr, PathBuf)> {
         }
         None => std::process::Command::new(&bin),
     };
+    if let Some(certificate) = llm_certificate {
+        command.env("SSL_CERT_FILE", certificate);
+    }
     let child = command
         .arg("serve")
         .env("TRIAGE_CONFIG", &config)
@@ -172,7 +331,7 @@ fn start_triage(llm: SocketAddr) -> Option<(Process, SocketAddr, PathBuf)> {
         .stdout(std::process::Stdio::null())
         .spawn()
         .ok()?;
-    Some((Process(child), ([127, 0, 0, 1], port).into(), dir))
+    Some((Process(child), ([127, 0, 0, 1], port).into()))
 }
 
 async fn wait_ready(addr: SocketAddr) -> bool {
@@ -257,8 +416,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 fn main() {
     let opts = options();
-    if std::env::args().any(|a| a == "--serve-fake-llm") {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    if args.iter().any(|a| a == "--serve-fake-llm") {
         serve_fake_llm(opts.secs);
+        return;
+    }
+    if let (Some(fake), Some(dir)) = (arg("--serve-tls-front"), arg("--tls")) {
+        if let Ok(fake) = fake.parse() {
+            serve_tls_front(fake, PathBuf::from(dir));
+        }
         return;
     }
     if std::env::args().any(|a| a == "--bench") && !std::env::args().any(|a| a == "--streams") {
@@ -267,11 +438,48 @@ fn main() {
         return;
     }
     raise_descriptor_limit();
-    let Some((_fake, llm)) = start_fake_llm(opts.secs) else {
+    let dir = std::env::temp_dir().join(format!("triage-bench-streams-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("streams: {e}");
+        return;
+    }
+    let certificate = match !opts.llm_tls {
+        true => None,
+        false => match make_certificate(&dir) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("streams: {e}");
+                return;
+            }
+        },
+    };
+    let secs = opts.secs.to_string();
+    let Some((_fake, fake_addr)) = start_helper(&[
+        "--serve-fake-llm".as_ref(),
+        "--secs".as_ref(),
+        secs.as_ref(),
+    ]) else {
         eprintln!("streams: the fake LLM did not start");
         return;
     };
-    let Some((triage, addr, dir)) = start_triage(llm) else {
+    let front = match &certificate {
+        Some(_) => {
+            let fake = fake_addr.to_string();
+            let Some(front) = start_helper(&[
+                "--serve-tls-front".as_ref(),
+                fake.as_ref(),
+                "--tls".as_ref(),
+                dir.as_os_str(),
+            ]) else {
+                eprintln!("streams: the TLS front did not start");
+                return;
+            };
+            Some(front)
+        }
+        None => None,
+    };
+    let llm = front.as_ref().map_or(fake_addr, |(_, addr)| *addr);
+    let Some((triage, addr)) = start_triage(llm, &dir, certificate.as_deref()) else {
         eprintln!("streams: triage did not start");
         return;
     };
@@ -333,7 +541,12 @@ fn main() {
         println!(
             "| {} | {} | {} | {:.1} / {:.1} / {:.1} / {:.1} s | {:.1} / {:.1} / {:.1} / {:.1} MiB | {per_stream:.1} KiB | {wall:.1} s | {load} |",
             opts.streams,
-            if opts.http1 { "HTTP/1.1 both ways" } else { "h2c client, HTTP/1.1 to the LLM" },
+            match (opts.http1, opts.llm_tls) {
+                (true, false) => "HTTP/1.1 both ways",
+                (true, true) => "HTTP/1.1 client, HTTP/2 over TLS to the LLM",
+                (false, false) => "h2c client, HTTP/1.1 to the LLM",
+                (false, true) => "h2c client, HTTP/2 over TLS to the LLM",
+            },
             errors.len(),
             percentile(&ends, 0.0),
             percentile(&ends, 0.5),

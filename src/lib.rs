@@ -14,6 +14,7 @@ pub mod credentials;
 pub mod frames;
 pub mod http;
 pub mod llm;
+pub mod memory;
 pub mod prompt;
 pub mod sandbox;
 pub mod startup;

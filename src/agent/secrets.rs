@@ -2,7 +2,7 @@
 //! own credentials never reach the LLM or the client; tool output and error messages carry
 //! `<secret-hidden>` instead.
 
-use std::sync::RwLock;
+use std::sync::{PoisonError, RwLock};
 
 pub const MASK: &str = "<secret-hidden>";
 /// Shorter values are too likely to occur by chance (and masking them would garble output).
@@ -26,16 +26,16 @@ impl SecretMasker {
         SecretMasker { secrets }
     }
 
+    /// Nothing to mask: no configured secret and no credential issued yet.
     pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
+        self.secrets.is_empty() && issued().is_empty()
     }
 
     /// Masks the configured secrets and every credential issued to this process so far.
     pub fn mask(&self, text: &mut String) {
         mask_each(&self.secrets, text);
-        if let Ok(issued) = ISSUED.read()
-            && !issued.is_empty()
-        {
+        let issued = issued();
+        if !issued.is_empty() {
             mask_each(&issued, text);
         }
     }
@@ -61,23 +61,22 @@ fn mask_each(secrets: &[String], text: &mut String) {
 /// are random strings that do not contain one another, so their order does not matter.
 static ISSUED: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
-/// Rotated credentials keep arriving (an STS session lasts an hour); the oldest are dropped
-/// past this many, long expired by then.
-const MAX_ISSUED: usize = 64;
+/// Rotated credentials keep arriving (an STS session lasts an hour, a Google token too): the
+/// oldest are dropped past this many, ten days of hourly pairs, long expired by then.
+const MAX_ISSUED: usize = 512;
+
+/// The list, also after a panic elsewhere poisoned its lock: masking never fails open.
+fn issued() -> std::sync::RwLockReadGuard<'static, Vec<String>> {
+    ISSUED.read().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Records a credential obtained at run time, so that no response, event or log line shows it.
 pub fn remember_issued(secret: &str) {
     let secret = secret.trim();
-    if secret.len() < MIN_SECRET_LEN
-        || ISSUED
-            .read()
-            .is_ok_and(|issued| issued.iter().any(|s| s == secret))
-    {
+    if secret.len() < MIN_SECRET_LEN || issued().iter().any(|s| s == secret) {
         return;
     }
-    let Ok(mut issued) = ISSUED.write() else {
-        return;
-    };
+    let mut issued = ISSUED.write().unwrap_or_else(PoisonError::into_inner);
     if issued.iter().any(|s| s == secret) {
         return;
     }

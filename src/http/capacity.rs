@@ -93,15 +93,17 @@ impl Capacity {
             let mut tick = tokio::time::interval(SAMPLE_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             let mut was_busy = false;
-            let mut idle_since = None;
+            // Start-up's pages are handed back once; a first trim after the first idle spell
+            // catches what the first moments of serving mapped.
+            let mut idle_since = Some(tokio::time::Instant::now());
             loop {
                 tick.tick().await;
                 let Some(capacity) = weak.upgrade() else {
                     return;
                 };
-                // The allocator keeps freed pages: hand them back when a burst is over, again
-                // once the LLM connections it pooled have closed, and before refusing work for
-                // memory that may be free already.
+                // The allocator keeps freed pages and the binary's pages stay mapped: hand
+                // them back when a burst is over, again once the LLM connections it pooled
+                // have closed, and before refusing work for memory that may be free already.
                 let busy = capacity.requests.load(Ordering::Relaxed) > 0;
                 let over = capacity.rss.load(Ordering::Relaxed) >= capacity.memory_budget;
                 let now = tokio::time::Instant::now();
@@ -110,8 +112,11 @@ impl Capacity {
                 }
                 let pool_drained = idle_since
                     .is_some_and(|since| now.duration_since(since) >= TRIM_AGAIN_AFTER_IDLE);
-                if (was_busy && !busy) || pool_drained || over {
-                    let _ = tokio::task::spawn_blocking(release_free_memory).await;
+                if (was_busy && !busy) || pool_drained {
+                    let _ = tokio::task::spawn_blocking(crate::memory::release_unused).await;
+                } else if over {
+                    // Code pages are not the heap: dropping them every tick would only refault.
+                    let _ = tokio::task::spawn_blocking(crate::memory::trim_heap).await;
                 }
                 if busy || pool_drained {
                     idle_since = None;
@@ -212,14 +217,6 @@ fn nofile_limits() -> Option<(u64, u64)> {
     }
     #[allow(clippy::unnecessary_cast)]
     Some((limit.rlim_cur as u64, limit.rlim_max as u64))
-}
-
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no live data.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 fn open_descriptors() -> Option<usize> {

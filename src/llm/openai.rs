@@ -98,9 +98,7 @@ impl OpenAiClient {
             response_format: req.response_format,
             extra: &m.extra_params,
         };
-        serde_json::to_vec(&body)
-            .map(bytes::Bytes::from)
-            .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))
+        crate::llm::transport::json_body(&body)
     }
 
     fn fragments<'a>(

@@ -272,6 +272,14 @@ async fn read_at_most(response: reqwest::Response, limit: usize) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
+/// A request body as JSON, held in exactly its size: serde_json grows its buffer by doubling,
+/// and with thousands of calls opening at once the unused half of every body adds up.
+pub fn json_body(value: &impl serde::Serialize) -> Result<bytes::Bytes, LlmError> {
+    serde_json::to_vec(value)
+        .map(|body| bytes::Bytes::from(body.into_boxed_slice()))
+        .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))
+}
+
 /// Idle pooled connections are closed after this; below uvicorn's (LiteLLM's) 5 s keep-alive.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 

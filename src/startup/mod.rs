@@ -23,9 +23,8 @@ use crate::stateless::{ApprovalSigner, StatelessChat};
 use crate::store::{Backend, Store, StoreOptions};
 use crate::tools::{self, ToolsetStatus};
 
-mod memory;
 mod toolsets;
-use memory::{protect_process_memory, release_start_up_memory};
+use crate::memory::{protect_process_memory, release_unused};
 use toolsets::{load_tools, own_files};
 
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +66,9 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     install_crypto_provider();
     protect_process_memory();
     let models = ModelRegistry::from_settings(settings)?;
+    // Masked from here on, start-up's own log lines (toolsets, MCP servers) included.
+    let secrets = crate::credentials::known_secrets(settings, &models);
+    crate::telemetry::mask_logs(SecretMasker::new(secrets.iter().cloned()));
     // Build the encodings the configured models use now, so the first request does not pay
     // for it; an encoding no model uses (tens of MiB) is never loaded. About 100 ms of CPU,
     // spent while the toolsets' start-up checks wait on their processes.
@@ -141,8 +143,6 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     // A panic while building an encoding would repeat, and be reported, on first use.
     let _ = warming.await;
     let a = &settings.agent;
-    let secrets = crate::credentials::known_secrets(settings, &models);
-    crate::telemetry::mask_logs(SecretMasker::new(secrets.iter().cloned()));
     let masker = SecretMasker::new(secrets);
     Ok(Arc::new(Agent {
         models,
@@ -321,7 +321,7 @@ impl Application {
             .await
             .map_err(|source| StartupError::Bind { addr, source })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-        release_start_up_memory();
+        release_unused();
         Ok(Application {
             listener,
             router: router(state),

@@ -45,9 +45,7 @@ impl AnthropicClient {
                     fields.insert("anthropic_version".into(), VERTEX_ANTHROPIC_VERSION.into());
                 }
             }
-            let body = serde_json::to_vec(&body)
-                .map(bytes::Bytes::from)
-                .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
+            let body = crate::llm::transport::json_body(&body)?;
             let model = req.model;
             let mut answer = stream_json::<AnswerStream>(&self.transport, model, body);
             while let Some(fragment) = answer.next().await {

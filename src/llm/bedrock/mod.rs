@@ -88,9 +88,7 @@ impl Provider for BedrockClient {
         req: &'a CompletionRequest<'a>,
     ) -> BoxStream<'a, Result<Fragment, LlmError>> {
         Box::pin(async_stream::try_stream! {
-            let body = serde_json::to_vec(&request::body(req)?)
-                .map(bytes::Bytes::from)
-                .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
+            let body = crate::llm::transport::json_body(&request::body(req)?)?;
             let model = req.model;
             let mut answer = self
                 .transport

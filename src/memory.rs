@@ -1,10 +1,10 @@
-//! What start-up does to the process's memory: closing it to tools, and handing back what only
-//! start-up needed.
+//! The process's own memory: closed to tools, and what it no longer uses handed back (after
+//! start-up, and when a burst of requests is over).
 
 /// Tools run as triage's user, and a process may read its own user's `/proc/PID/environ` and
 /// `/proc/PID/mem`: triage's API keys would be one `cat` away. Not dumpable, triage's
 /// `/proc` files belong to root; its children get the flag back when they exec.
-pub(super) fn protect_process_memory() {
+pub fn protect_process_memory() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl(PR_SET_DUMPABLE, 0) changes a flag of this process and nothing else.
     unsafe {
@@ -14,27 +14,32 @@ pub(super) fn protect_process_memory() {
     }
 }
 
-/// Hands back what start-up alone needed: the heap pages freed after building the encodings
-/// and the prompts (glibc keeps them until told), and the binary's code and constant pages
-/// mapped during start-up. The binary is large (27 MB of code and constants); start-up runs
-/// code from all over it and reads the embedded vocabularies once, and the kernel maps up to
-/// 16 neighbouring pages on each fault. Without this, an idle server counts about 25 MiB of
-/// its own binary as resident, most of which serving never runs.
-pub(super) fn release_start_up_memory() {
+/// Hands back what the process holds but does not use: heap pages freed after a burst or
+/// after building the encodings and prompts (glibc keeps them until told), and the binary's
+/// code and constant pages. The binary is large (27 MB of code and constants); start-up and
+/// a burst run code from all over it, start-up reads the embedded vocabularies once, and the
+/// kernel maps up to 16 neighbouring pages on each fault (fault-around). Without this, an idle
+/// server counts 20–25 MiB of its own binary as resident, most of which it does not run.
+pub fn release_unused() {
+    trim_heap();
+    #[cfg(target_os = "linux")]
+    release_code_pages();
+}
+
+/// Returns the heap's free pages to the kernel.
+pub fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no live data.
     unsafe {
         libc::malloc_trim(0);
     }
-    #[cfg(target_os = "linux")]
-    release_start_up_code();
 }
 
 /// Unmaps the pages of the binary's read-only mappings (code, constants) that hold nothing
-/// but the file's own bytes, and stops the kernel from mapping neighbours on later faults.
-/// The pages stay in the page cache; a page serving needs is mapped again on its first use.
+/// but the file's own bytes. The pages stay in the page cache; a page serving needs is mapped
+/// again on its first use.
 #[cfg(target_os = "linux")]
-fn release_start_up_code() {
+fn release_code_pages() {
     let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
         return;
     };
@@ -42,14 +47,16 @@ fn release_start_up_code() {
         return;
     };
     for mapping in file_only_mappings(&smaps, &exe.to_string_lossy()) {
-        // SAFETY: the range is one whole mapping of the executable, readable and never
-        // writable, with no anonymous (copied-on-write or relocated) page: every page in it
-        // is the file's content, so dropping it loses nothing and the next access maps the
-        // same bytes again. MADV_RANDOM only changes how much a fault maps.
+        // SAFETY: the range is one whole mapping of the executable that was never writable
+        // (no `ac` flag, unlike RELRO) and holds no anonymous page, in memory or swapped:
+        // every page in it is the file's content, so dropping it loses nothing and the next
+        // access maps the same bytes again.
         unsafe {
-            let start = mapping.start as *mut libc::c_void;
-            libc::madvise(start, mapping.len, libc::MADV_RANDOM);
-            libc::madvise(start, mapping.len, libc::MADV_DONTNEED);
+            libc::madvise(
+                mapping.start as *mut libc::c_void,
+                mapping.len,
+                libc::MADV_DONTNEED,
+            );
         }
     }
 }
@@ -60,12 +67,13 @@ struct Mapping {
     len: usize,
 }
 
-/// The executable's private read-only or read-execute mappings whose resident pages are all
-/// file pages (`Anonymous: 0 kB`). The RELRO mapping (relocated at load, then made read-only)
-/// has anonymous pages and is left alone.
+/// The executable's private read-only or read-execute mappings whose pages are all file
+/// pages: `Anonymous: 0 kB`, `Swap: 0 kB`, and never writable (the RELRO mapping, relocated at
+/// load and then made read-only, carries the `ac` flag and is left alone).
 fn file_only_mappings(smaps: &str, exe: &str) -> Vec<Mapping> {
     let mut found = Vec::new();
     let mut current: Option<Mapping> = None;
+    let mut anonymous_or_swapped = false;
     for line in smaps.lines() {
         let mut fields = line.split_whitespace();
         let first = fields.next().unwrap_or_default();
@@ -85,9 +93,13 @@ fn file_only_mappings(smaps: &str, exe: &str) -> Vec<Mapping> {
                     len: end - start,
                 },
             );
-        } else if first == "Anonymous:"
+            anonymous_or_swapped = false;
+        } else if matches!(first, "Anonymous:" | "Swap:") {
+            anonymous_or_swapped |= fields.next() != Some("0");
+        } else if first == "VmFlags:"
             && let Some(mapping) = current.take()
-            && fields.next() == Some("0")
+            && !anonymous_or_swapped
+            && !fields.any(|flag| flag == "ac" || flag == "wr")
         {
             found.push(mapping);
         }
@@ -103,25 +115,44 @@ mod tests {
 55f73d513000-55f73e873000 r--p 00000000 fe:00 10013740                   /usr/bin/triage
 Rss:                5888 kB
 Anonymous:             0 kB
+Swap:                  0 kB
 VmFlags: rd mr mw me sd
 55f73e873000-55f740106000 r-xp 0135f000 fe:00 10013740                   /usr/bin/triage
 Rss:               19376 kB
 Anonymous:             0 kB
+Swap:                  0 kB
 VmFlags: rd ex mr mw me sd
 55f740106000-55f74021c000 r--p 02bf1000 fe:00 10013740                   /usr/bin/triage
 Rss:                1112 kB
 Anonymous:          1112 kB
+Swap:                  0 kB
 VmFlags: rd mr mw me ac sd
 55f74021c000-55f740227000 rw-p 02d06000 fe:00 10013740                   /usr/bin/triage
 Anonymous:            44 kB
+Swap:                  0 kB
+VmFlags: rd wr mr mw me ac sd
+55f74a000000-55f74a010000 r--p 02e00000 fe:00 10013740                   /usr/bin/triage
+Anonymous:             0 kB
+Swap:                 64 kB
+VmFlags: rd mr mw me sd
+55f74b000000-55f74b010000 r--p 02f00000 fe:00 10013740                   /usr/bin/triage
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd mr mw me ac sd
 7f656ebab000-7f656ebb3000 r--p 00000000 fe:00 10018934                   /usr/lib/libc.so.6
 Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd mr mw me sd
 7f656ec00000-7f656ec10000 r--p 00000000 fe:00 10018935                   /usr/bin/triage (deleted)
 Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd mr mw me sd
 ";
 
     #[test]
-    fn only_the_executables_file_only_read_only_mappings_are_released() {
+    fn only_the_executables_never_written_file_only_mappings_are_released() {
+        // Not RELRO (anonymous pages, `ac`), not a mapping with swapped-out pages, not the
+        // data segment, not another file, not a deleted binary of the same name.
         assert_eq!(
             file_only_mappings(SMAPS, "/usr/bin/triage"),
             vec![
@@ -163,12 +194,11 @@ Anonymous:             0 kB
     }
 
     #[test]
-    fn releasing_start_up_code_unmaps_it_and_the_process_runs_on() {
+    fn releasing_code_pages_unmaps_them_and_the_process_runs_on() {
         let before = resident_code_kib();
-        release_start_up_memory();
+        release_unused();
         let after = resident_code_kib();
+        // Code that was unmapped is mapped again when it runs, as this test goes on to do.
         assert!(after < before, "resident code {before} KiB → {after} KiB");
-        // Code that was unmapped is mapped again when it runs.
-        assert_eq!(file_only_mappings(SMAPS, "/usr/bin/triage").len(), 2);
     }
 }
