@@ -234,10 +234,20 @@ async fn relay(
 }
 
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The anonymous part of the resident set (heap, stacks): what streams allocate, without the
+/// binary's code pages that serving maps back in after start-up handed them back.
+fn anon_kib(pid: u32) -> u64 {
+    status_kib(pid, "RssAnon:")
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .unwrap_or(0)
 }
@@ -495,12 +505,15 @@ fn main() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rss_before = rss_kib(pid);
         let body = Bytes::from_static(br#"{"ask": "why is the pod crashing?", "stream": true, "model": "slow"}"#);
+        let anon_before = anon_kib(pid);
         let peak = Arc::new(AtomicU64::new(rss_before));
+        let anon_peak = Arc::new(AtomicU64::new(anon_before));
         let sampler = {
-            let peak = peak.clone();
+            let (peak, anon_peak) = (peak.clone(), anon_peak.clone());
             tokio::spawn(async move {
                 loop {
                     peak.fetch_max(rss_kib(pid), Ordering::Relaxed);
+                    anon_peak.fetch_max(anon_kib(pid), Ordering::Relaxed);
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             })
@@ -538,8 +551,11 @@ fn main() {
         let rss_peak = peak.load(Ordering::Relaxed);
         ends.sort_by(f64::total_cmp);
         let per_stream = (rss_peak.saturating_sub(rss_before)) as f64 / opts.streams as f64;
+        let anon_per_stream = (anon_peak.load(Ordering::Relaxed).saturating_sub(anon_before))
+            as f64
+            / opts.streams as f64;
         println!(
-            "| {} | {} | {} | {:.1} / {:.1} / {:.1} / {:.1} s | {:.1} / {:.1} / {:.1} / {:.1} MiB | {per_stream:.1} KiB | {wall:.1} s | {load} |",
+            "| {} | {} | {} | {:.1} / {:.1} / {:.1} / {:.1} s | {:.1} / {:.1} / {:.1} / {:.1} MiB | {per_stream:.1} KiB | {anon_per_stream:.1} KiB | {wall:.1} s | {load} |",
             opts.streams,
             match (opts.http1, opts.llm_tls) {
                 (true, false) => "HTTP/1.1 both ways",
