@@ -9,9 +9,10 @@
 //! HTTP/1.1. `--http1`: HTTP/1.1 from the client too, one connection a stream, so each stream
 //! holds two descriptors in triage. `--llm-tls`: triage reaches the LLM over TLS with HTTP/2,
 //! as it reaches a hosted provider (the fake sits behind a TLS front with a self-signed
-//! certificate that triage trusts through `SSL_CERT_FILE`). Reports errors, the end-time
-//! distribution, and triage's RSS before, at its peak, 5 s and 15 s after, per stream; plus
-//! the machine's load.
+//! certificate that triage trusts through `SSL_CERT_FILE`; with `STREAMS_FRONT_DIRECT=SECS`
+//! the front answers by itself, a delta a second, instead of relaying to the fake). Reports
+//! errors, the end-time distribution, and triage's RSS before, at its peak, 5 s and 15 s
+//! after, per stream; plus the machine's load.
 
 use std::io::{BufRead, Write as _};
 use std::net::SocketAddr;
@@ -186,20 +187,58 @@ async fn tls_front(fake: SocketAddr, dir: &std::path::Path) -> Result<SocketAddr
                 let mut builder =
                     hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 builder.http2().max_concurrent_streams(u32::MAX);
-                let service = hyper::service::service_fn(move |req| async move {
-                    let relayed = relay(fake, req).await;
-                    if let Err(e) = &relayed {
-                        eprintln!("streams: TLS front: {e}");
-                    }
-                    relayed
-                });
+                let direct: Option<u64> = std::env::var("STREAMS_FRONT_DIRECT")
+                    .ok()
+                    .and_then(|v| v.parse().ok());
+                let service = hyper::service::service_fn(
+                    move |req: Request<hyper::body::Incoming>| async move {
+                        use http_body_util::BodyExt as _;
+                        if let Some(secs) = direct {
+                            let _ = req.into_body().collect().await;
+                            return Ok(drip_response(secs));
+                        }
+                        let relayed = relay(fake, req).await;
+                        if let Err(e) = &relayed {
+                            eprintln!("streams: TLS front: {e}");
+                        }
+                        relayed.map(|r| r.map(|b| b.map_err(|e| e.to_string()).boxed()))
+                    },
+                );
                 if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
-                    eprintln!("streams: TLS front connection: {e}");
+                    eprintln!("streams: TLS front connection: {e:?}");
                 }
             });
         }
     });
     Ok(addr)
+}
+
+type FrontBody = http_body_util::combinators::BoxBody<Bytes, String>;
+
+/// An OpenAI streaming answer made here: a delta a second for `secs` seconds.
+fn drip_response(secs: u64) -> hyper::Response<FrontBody> {
+    use http_body_util::BodyExt as _;
+    let chunks = futures::stream::unfold(0u64, move |i| async move {
+        if i > secs + 1 {
+            return None;
+        }
+        if i > 0 && i <= secs {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let data = if i < secs {
+            r#"{"id":"c","object":"chat.completion.chunk","created":0,"model":"gpt-4.1","choices":[{"index":0,"delta":{"role":"assistant","content":"word "},"finish_reason":null}]}"#.to_owned()
+        } else if i == secs {
+            r#"{"id":"c","object":"chat.completion.chunk","created":0,"model":"gpt-4.1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":10,"total_tokens":20}}"#.to_owned()
+        } else {
+            "[DONE]".to_owned()
+        };
+        let frame = hyper::body::Frame::data(Bytes::from(format!("data: {data}\n\n")));
+        Some((Ok::<_, String>(frame), i + 1))
+    });
+    hyper::Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(http_body_util::StreamBody::new(chunks).boxed())
+        .unwrap_or_default()
 }
 
 async fn relay(

@@ -313,14 +313,16 @@ async fn drive(load: &Arc<Load>, until: Instant) {
     }
 }
 
-/// Resident memory of this process (server, fake LLM and clients all live in it), in KiB.
+/// Anonymous resident memory of this process (server, fake LLM and clients all live in it),
+/// in KiB: heap and stacks, where a leak grows. Not the binary's code pages, which the server
+/// hands back when a burst ends and which come back as code runs again.
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix("RssAnon:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+        .expect("RssAnon")
 }
 
 /// RSS after giving freed memory back to the OS: glibc keeps freed blocks in its arenas, so
