@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use triage::agent::{
     Agent, AgentEvent, AgentOptions, CompactionOptions, ImageLimits, Input, RunConfig, RunState,
-    SecretMasker, UserMessage,
+    UserMessage,
 };
 use triage::config::Settings;
 use triage::conversations::Conversations;
@@ -148,7 +148,7 @@ fn agent() -> Arc<Agent> {
             enabled: true,
             threshold_pct: 95,
         },
-        masker: SecretMasker::default(),
+        masker: Default::default(),
     })
 }
 

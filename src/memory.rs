@@ -16,7 +16,7 @@ pub fn protect_process_memory() {
 
 /// Hands back what the process holds but does not use: heap pages freed after a burst or
 /// after building the encodings and prompts (glibc keeps them until told), and the binary's
-/// code and constant pages. The binary is large (27 MB of code and constants); start-up and
+/// code and constant pages. The binary is large (45 MB of code and constants); start-up and
 /// a burst run code from all over it, start-up reads the embedded vocabularies once, and the
 /// kernel maps up to 16 neighbouring pages on each fault (fault-around). Without this, an idle
 /// server counts 20–25 MiB of its own binary as resident, most of which it does not run.

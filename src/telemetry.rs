@@ -3,7 +3,7 @@
 //! like a response before it reaches stderr.
 
 use std::io::Write;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
@@ -47,12 +47,10 @@ pub fn init_with_default(default_level: &str) {
 /// The secrets the server knows of; credentials issued at run time are masked without it.
 static LOG_MASKER: RwLock<Option<Arc<SecretMasker>>> = RwLock::new(None);
 
-/// From now on log lines are masked with `masker`: an error an LLM provider or a tool sends
-/// back may quote a key, and a retry warning logs that error.
-pub fn mask_logs(masker: SecretMasker) {
-    if let Ok(mut current) = LOG_MASKER.write() {
-        *current = Some(Arc::new(masker));
-    }
+/// From now on log lines are masked with `masker` (the agent's own): an error an LLM provider
+/// or a tool sends back may quote a key, and a retry warning logs that error.
+pub fn mask_logs(masker: Arc<SecretMasker>) {
+    *LOG_MASKER.write().unwrap_or_else(PoisonError::into_inner) = Some(masker);
 }
 
 /// stderr, one masked write per event (the formatter writes each event whole).
@@ -92,7 +90,12 @@ impl Drop for MaskedLine {
 fn masked(line: Vec<u8>) -> String {
     let mut line = String::from_utf8(line)
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    match LOG_MASKER.read().ok().and_then(|m| m.clone()) {
+    // Like the issued credentials, never unmasked because a panic poisoned the lock.
+    let masker = LOG_MASKER
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    match masker {
         Some(masker) => masker.mask(&mut line),
         None => SecretMasker::default().mask(&mut line),
     }
@@ -105,7 +108,9 @@ mod tests {
 
     #[test]
     fn log_lines_are_masked_with_the_servers_secrets_and_issued_credentials() {
-        mask_logs(SecretMasker::new(["sk-log-line-secret".to_owned()]));
+        mask_logs(Arc::new(SecretMasker::new([
+            "sk-log-line-secret".to_owned()
+        ])));
         crate::agent::remember_issued("issued-token-seen-in-a-log-line");
         let line = masked(
             b"WARN retrying LLM call error=401 Incorrect API key sk-log-line-secret; \

@@ -252,7 +252,7 @@ impl Agent {
         live: &mut Live,
         done: &mut ToolOutcome,
     ) {
-        for masker in [&self.masker, &s.masker] {
+        for masker in [&*self.masker, &s.masker] {
             if !masker.is_empty() {
                 masker.mask(&mut done.content);
                 masker.mask(&mut done.output.data);

@@ -31,6 +31,8 @@ mod title;
 mod turn;
 mod usage;
 
+use std::sync::Arc;
+
 use crate::llm::{Llm, ModelRegistry};
 use crate::prompt::Prompts;
 use crate::tools::ToolRegistry;
@@ -67,7 +69,8 @@ pub struct Agent {
     pub tools: ToolRegistry,
     pub options: AgentOptions,
     pub compaction: CompactionOptions,
-    pub masker: SecretMasker,
+    /// Shared with the log writer, which masks every line with it.
+    pub masker: Arc<SecretMasker>,
 }
 #[cfg(test)]
 mod control_tests;

@@ -94,7 +94,7 @@ pub(super) fn harness(extra_toml: &str, replies: Vec<Reply>) -> Harness {
             enabled: true,
             threshold_pct: settings.compaction.threshold_pct,
         },
-        masker: SecretMasker::default(),
+        masker: Default::default(),
     };
     Harness {
         agent: Arc::new(agent),

@@ -52,8 +52,9 @@ impl Transport {
         Fut: Future<Output = Result<B, LlmError>> + Send + 'a,
         B: Fn() -> reqwest::RequestBuilder + Send + Sync + 'a,
     {
-        // Both hold the request body (the whole history): kept while a retry may need it,
-        // freed once the answer has begun, since a stream may then run for minutes.
+        // `prepare` and the builders it makes hold the request body (the whole history): a
+        // builder lives only while its attempt opens, `prepare` until the answer has begun
+        // (stream errors before then are retried), since a stream may then run for minutes.
         let mut prepare = Some(prepare);
         Box::pin(async_stream::try_stream! {
             let started = Instant::now();
@@ -63,10 +64,10 @@ impl Transport {
                     Err(LlmError::Protocol("retried after the answer began".into()))?;
                     break 'call;
                 };
-                let attempt_build = prepare_attempt().await?;
+                let build = prepare_attempt().await?;
                 // Opening failures and failed streams count against one retry budget.
-                let response = self.open_counting(model, &attempt_build, &mut attempt, started).await?;
-                let mut build = Some(attempt_build);
+                let response = self.open_counting(model, &build, &mut attempt, started).await?;
+                drop(build);
                 let mut events = R::events(self, response);
                 let mut answer = R::default();
                 let mut any_output = false;
@@ -90,8 +91,7 @@ impl Transport {
                         any_output |= !matches!(fragment, Fragment::Usage(_));
                         yield fragment;
                     }
-                    if any_output && build.is_some() {
-                        build = None;
+                    if any_output {
                         prepare = None;
                     }
                     if answer.is_done() {

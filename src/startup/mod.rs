@@ -67,8 +67,10 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     protect_process_memory();
     let models = ModelRegistry::from_settings(settings)?;
     // Masked from here on, start-up's own log lines (toolsets, MCP servers) included.
-    let secrets = crate::credentials::known_secrets(settings, &models);
-    crate::telemetry::mask_logs(SecretMasker::new(secrets.iter().cloned()));
+    let masker = Arc::new(SecretMasker::new(crate::credentials::known_secrets(
+        settings, &models,
+    )));
+    crate::telemetry::mask_logs(masker.clone());
     // Build the encodings the configured models use now, so the first request does not pay
     // for it; an encoding no model uses (tens of MiB) is never loaded. About 100 ms of CPU,
     // spent while the toolsets' start-up checks wait on their processes.
@@ -143,7 +145,6 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
     // A panic while building an encoding would repeat, and be reported, on first use.
     let _ = warming.await;
     let a = &settings.agent;
-    let masker = SecretMasker::new(secrets);
     Ok(Arc::new(Agent {
         models,
         llm,
