@@ -1,17 +1,16 @@
 //! Capacity benchmark (issue 18): N concurrent SSE streams through the real `triage` binary on
 //! its default limits, against a fake LLM that answers each call in ~30 s (one delta a second),
 //! every stream read to its end. Processes, each with its own descriptors: this one (the load
-//! generator), a copy of it serving the fake LLM (`--serve-fake-llm`), one serving the fake's
-//! TLS front (`--serve-tls-front`), and `triage serve`.
+//! generator), a copy of it serving the fake LLM (`--serve-fake-llm`, or `--serve-tls-llm`),
+//! and `triage serve`.
 //!
 //! `cargo bench --bench streams -- [--streams N] [--http1] [--llm-tls] [--secs S]`: the client
 //! speaks h2c to triage (about 100 streams a connection) and triage reaches the LLM over plain
 //! HTTP/1.1. `--http1`: HTTP/1.1 from the client too, one connection a stream, so each stream
 //! holds two descriptors in triage. `--llm-tls`: triage reaches the LLM over TLS with HTTP/2,
-//! as it reaches a hosted provider (the fake sits behind a TLS front with a self-signed
-//! certificate that triage trusts through `SSL_CERT_FILE`; with `STREAMS_FRONT_DIRECT=SECS`
-//! the front answers by itself, a delta a second, instead of relaying to the fake). Reports
-//! errors, the end-time distribution, and triage's RSS before, at its peak, 5 s and 15 s
+//! as it reaches a hosted provider: a small TLS server with a self-signed certificate that
+//! triage trusts through `SSL_CERT_FILE` answers in the same drip (the scripted fake speaks
+//! HTTP/1.1 only, and relaying to it added failures of the relay's own). Reports errors, the end-time distribution, and triage's RSS before, at its peak, 5 s and 15 s
 //! after, per stream; plus the machine's load.
 
 use std::io::{BufRead, Write as _};
@@ -34,7 +33,7 @@ const STREAMS_PER_H2_CONNECTION: usize = 100;
 struct Options {
     streams: usize,
     http1: bool,
-    /// HTTP/2 over TLS to the LLM (through the TLS front).
+    /// HTTP/2 over TLS to the LLM (a TLS server answering the same drip).
     llm_tls: bool,
     /// Seconds the fake LLM takes per answer (one delta a second).
     secs: usize,
@@ -93,18 +92,17 @@ fn serve_fake_llm(secs: usize) {
     });
 }
 
-/// The TLS front in a process of its own: with the fake beside it, each stream would hold two
-/// descriptors there (relay and fake), past the hard limit at 10,000 streams.
-fn serve_tls_front(fake: SocketAddr, dir: PathBuf) {
+/// The HTTP/2-over-TLS LLM's process: serves until its parent closes stdin.
+fn serve_tls_llm(secs: u64, dir: PathBuf) {
     raise_descriptor_limit();
     let Ok(rt) = tokio::runtime::Runtime::new() else {
         return;
     };
     rt.block_on(async {
-        let addr = match tls_front(fake, &dir).await {
+        let addr = match tls_llm(secs, &dir).await {
             Ok(addr) => addr,
             Err(e) => {
-                eprintln!("streams: the TLS front did not start: {e}");
+                eprintln!("streams: the TLS LLM did not start: {e}");
                 return;
             }
         };
@@ -149,10 +147,9 @@ fn make_certificate(dir: &std::path::Path) -> Result<PathBuf, String> {
         .ok_or_else(|| "openssl could not make a certificate".to_owned())
 }
 
-/// TLS in front of the HTTP/1.1 fake: ALPN h2 (no stream limit that would queue calls) or
-/// HTTP/1.1, each request relayed over its own HTTP/1.1 connection to the fake. Its cost is
-/// in this process, not triage's.
-async fn tls_front(fake: SocketAddr, dir: &std::path::Path) -> Result<SocketAddr, String> {
+/// An LLM over TLS, ALPN h2 (no stream limit that would queue calls) or HTTP/1.1, answering
+/// every call with `drip_response`.
+async fn tls_llm(secs: u64, dir: &std::path::Path) -> Result<SocketAddr, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_file_iter(dir.join("llm.crt"))
@@ -187,25 +184,15 @@ async fn tls_front(fake: SocketAddr, dir: &std::path::Path) -> Result<SocketAddr
                 let mut builder =
                     hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 builder.http2().max_concurrent_streams(u32::MAX);
-                let direct: Option<u64> = std::env::var("STREAMS_FRONT_DIRECT")
-                    .ok()
-                    .and_then(|v| v.parse().ok());
                 let service = hyper::service::service_fn(
                     move |req: Request<hyper::body::Incoming>| async move {
                         use http_body_util::BodyExt as _;
-                        if let Some(secs) = direct {
-                            let _ = req.into_body().collect().await;
-                            return Ok(drip_response(secs));
-                        }
-                        let relayed = relay(fake, req).await;
-                        if let Err(e) = &relayed {
-                            eprintln!("streams: TLS front: {e}");
-                        }
-                        relayed.map(|r| r.map(|b| b.map_err(|e| e.to_string()).boxed()))
+                        let _ = req.into_body().collect().await;
+                        Ok::<_, String>(drip_response(secs))
                     },
                 );
                 if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
-                    eprintln!("streams: TLS front connection: {e:?}");
+                    eprintln!("streams: TLS LLM connection: {e:?}");
                 }
             });
         }
@@ -213,10 +200,10 @@ async fn tls_front(fake: SocketAddr, dir: &std::path::Path) -> Result<SocketAddr
     Ok(addr)
 }
 
-type FrontBody = http_body_util::combinators::BoxBody<Bytes, String>;
+type DripBody = http_body_util::combinators::BoxBody<Bytes, String>;
 
 /// An OpenAI streaming answer made here: a delta a second for `secs` seconds.
-fn drip_response(secs: u64) -> hyper::Response<FrontBody> {
+fn drip_response(secs: u64) -> hyper::Response<DripBody> {
     use http_body_util::BodyExt as _;
     let chunks = futures::stream::unfold(0u64, move |i| async move {
         if i > secs + 1 {
@@ -239,37 +226,6 @@ fn drip_response(secs: u64) -> hyper::Response<FrontBody> {
         .header("content-type", "text/event-stream")
         .body(http_body_util::StreamBody::new(chunks).boxed())
         .unwrap_or_default()
-}
-
-async fn relay(
-    fake: SocketAddr,
-    req: Request<hyper::body::Incoming>,
-) -> Result<hyper::Response<hyper::body::Incoming>, String> {
-    let stream = TcpStream::connect(fake).await.map_err(|e| e.to_string())?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let (mut parts, body) = req.into_parts();
-    parts.version = hyper::Version::HTTP_11;
-    parts.uri = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .parse()
-        .map_err(|e: hyper::http::uri::InvalidUri| e.to_string())?;
-    parts.headers.insert(
-        hyper::header::HOST,
-        hyper::header::HeaderValue::from_static("localhost"),
-    );
-    let mut response = sender
-        .send_request(Request::from_parts(parts, body))
-        .await
-        .map_err(|e| e.to_string())?;
-    for name in ["connection", "keep-alive", "transfer-encoding"] {
-        response.headers_mut().remove(name);
-    }
-    Ok(response)
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -475,10 +431,8 @@ fn main() {
         serve_fake_llm(opts.secs);
         return;
     }
-    if let (Some(fake), Some(dir)) = (arg("--serve-tls-front"), arg("--tls")) {
-        if let Ok(fake) = fake.parse() {
-            serve_tls_front(fake, PathBuf::from(dir));
-        }
+    if let Some(dir) = arg("--serve-tls-llm") {
+        serve_tls_llm(opts.secs as u64, PathBuf::from(dir));
         return;
     }
     if std::env::args().any(|a| a == "--bench") && !std::env::args().any(|a| a == "--streams") {
@@ -503,31 +457,23 @@ fn main() {
         },
     };
     let secs = opts.secs.to_string();
-    let Some((_fake, fake_addr)) = start_helper(&[
-        "--serve-fake-llm".as_ref(),
-        "--secs".as_ref(),
-        secs.as_ref(),
-    ]) else {
-        eprintln!("streams: the fake LLM did not start");
+    let serve: Vec<&std::ffi::OsStr> = match &certificate {
+        Some(_) => vec![
+            "--serve-tls-llm".as_ref(),
+            dir.as_os_str(),
+            "--secs".as_ref(),
+            secs.as_ref(),
+        ],
+        None => vec![
+            "--serve-fake-llm".as_ref(),
+            "--secs".as_ref(),
+            secs.as_ref(),
+        ],
+    };
+    let Some((_llm, llm)) = start_helper(&serve) else {
+        eprintln!("streams: the LLM did not start");
         return;
     };
-    let front = match &certificate {
-        Some(_) => {
-            let fake = fake_addr.to_string();
-            let Some(front) = start_helper(&[
-                "--serve-tls-front".as_ref(),
-                fake.as_ref(),
-                "--tls".as_ref(),
-                dir.as_os_str(),
-            ]) else {
-                eprintln!("streams: the TLS front did not start");
-                return;
-            };
-            Some(front)
-        }
-        None => None,
-    };
-    let llm = front.as_ref().map_or(fake_addr, |(_, addr)| *addr);
     let Some((triage, addr)) = start_triage(llm, &dir, certificate.as_deref()) else {
         eprintln!("streams: triage did not start");
         return;
