@@ -10,8 +10,9 @@
 //! holds two descriptors in triage. `--llm-tls`: triage reaches the LLM over TLS with HTTP/2,
 //! as it reaches a hosted provider: a small TLS server with a self-signed certificate that
 //! triage trusts through `SSL_CERT_FILE` answers in the same drip (the scripted fake speaks
-//! HTTP/1.1 only, and relaying to it added failures of the relay's own). Reports errors, the end-time distribution, and triage's RSS before, at its peak, 5 s and 15 s
-//! after, per stream; plus the machine's load.
+//! HTTP/1.1 only, and relaying to it added failures of the relay's own). Reports errors, the
+//! end-time distribution, and triage's RSS before, at its peak, 5 s and 15 s after, per
+//! stream; plus the machine's load.
 
 use std::io::{BufRead, Write as _};
 use std::net::SocketAddr;
