@@ -34,8 +34,11 @@ const STREAMS_PER_H2_CONNECTION: usize = 100;
 struct Options {
     streams: usize,
     http1: bool,
-    /// HTTP/2 over TLS to the LLM (a TLS server answering the same drip).
+    /// TLS to the LLM (a TLS server offering h2 and HTTP/1.1, answering the same drip).
     llm_tls: bool,
+    /// The TLS LLM's HTTP/2 streams per connection (hosted front ends allow 100–256);
+    /// unlimited when absent.
+    llm_stream_limit: Option<u32>,
     /// Seconds the fake LLM takes per answer (one delta a second).
     secs: usize,
 }
@@ -53,6 +56,8 @@ fn options() -> Options {
         streams: value("--streams").unwrap_or(if http1 { 9_000 } else { 10_000 }),
         http1,
         llm_tls: args.iter().any(|a| a == "--llm-tls"),
+        llm_stream_limit: value("--llm-stream-limit")
+            .map(|n: usize| n.min(u32::MAX as usize) as u32),
         secs: value("--secs").unwrap_or(30),
     }
 }
@@ -94,13 +99,13 @@ fn serve_fake_llm(secs: usize) {
 }
 
 /// The HTTP/2-over-TLS LLM's process: serves until its parent closes stdin.
-fn serve_tls_llm(secs: u64, dir: PathBuf) {
+fn serve_tls_llm(secs: u64, dir: PathBuf, stream_limit: Option<u32>) {
     raise_descriptor_limit();
     let Ok(rt) = tokio::runtime::Runtime::new() else {
         return;
     };
     rt.block_on(async {
-        let addr = match tls_llm(secs, &dir).await {
+        let addr = match tls_llm(secs, &dir, stream_limit).await {
             Ok(addr) => addr,
             Err(e) => {
                 eprintln!("streams: the TLS LLM did not start: {e}");
@@ -148,9 +153,13 @@ fn make_certificate(dir: &std::path::Path) -> Result<PathBuf, String> {
         .ok_or_else(|| "openssl could not make a certificate".to_owned())
 }
 
-/// An LLM over TLS, ALPN h2 (no stream limit that would queue calls) or HTTP/1.1, answering
-/// every call with `drip_response`.
-async fn tls_llm(secs: u64, dir: &std::path::Path) -> Result<SocketAddr, String> {
+/// An LLM over TLS, ALPN h2 (at most `stream_limit` streams a connection) or HTTP/1.1,
+/// answering every call with `drip_response`.
+async fn tls_llm(
+    secs: u64,
+    dir: &std::path::Path,
+    stream_limit: Option<u32>,
+) -> Result<SocketAddr, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_file_iter(dir.join("llm.crt"))
@@ -184,7 +193,9 @@ async fn tls_llm(secs: u64, dir: &std::path::Path) -> Result<SocketAddr, String>
                 };
                 let mut builder =
                     hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                builder.http2().max_concurrent_streams(u32::MAX);
+                builder
+                    .http2()
+                    .max_concurrent_streams(stream_limit.unwrap_or(u32::MAX));
                 let service = hyper::service::service_fn(
                     move |req: Request<hyper::body::Incoming>| async move {
                         use http_body_util::BodyExt as _;
@@ -433,7 +444,7 @@ fn main() {
         return;
     }
     if let Some(dir) = arg("--serve-tls-llm") {
-        serve_tls_llm(opts.secs as u64, PathBuf::from(dir));
+        serve_tls_llm(opts.secs as u64, PathBuf::from(dir), opts.llm_stream_limit);
         return;
     }
     if std::env::args().any(|a| a == "--bench") && !std::env::args().any(|a| a == "--streams") {
@@ -458,13 +469,21 @@ fn main() {
         },
     };
     let secs = opts.secs.to_string();
+    let stream_limit = opts.llm_stream_limit.map(|n| n.to_string());
     let serve: Vec<&std::ffi::OsStr> = match &certificate {
-        Some(_) => vec![
-            "--serve-tls-llm".as_ref(),
-            dir.as_os_str(),
-            "--secs".as_ref(),
-            secs.as_ref(),
-        ],
+        Some(_) => {
+            let mut args: Vec<&std::ffi::OsStr> = vec![
+                "--serve-tls-llm".as_ref(),
+                dir.as_os_str(),
+                "--secs".as_ref(),
+                secs.as_ref(),
+            ];
+            if let Some(limit) = &stream_limit {
+                args.push("--llm-stream-limit".as_ref());
+                args.push(limit.as_ref());
+            }
+            args
+        }
         None => vec![
             "--serve-fake-llm".as_ref(),
             "--secs".as_ref(),
@@ -545,9 +564,9 @@ fn main() {
             opts.streams,
             match (opts.http1, opts.llm_tls) {
                 (true, false) => "HTTP/1.1 both ways",
-                (true, true) => "HTTP/1.1 client, HTTP/2 over TLS to the LLM",
+                (true, true) => "HTTP/1.1 client, TLS to the LLM",
                 (false, false) => "h2c client, HTTP/1.1 to the LLM",
-                (false, true) => "h2c client, HTTP/2 over TLS to the LLM",
+                (false, true) => "h2c client, TLS to the LLM",
             },
             errors.len(),
             percentile(&ends, 0.0),

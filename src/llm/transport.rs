@@ -61,6 +61,12 @@ impl Transport {
             // 75 s), so triage drops an idle connection before the server closes it under a
             // request.
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            // One connection per call in flight, as the OpenAI and Anthropic SDKs do. Over
+            // HTTP/2 the pool shares one connection per host and opens no second one when it
+            // is full, so calls past the provider's stream limit (100–256 a connection) queue
+            // behind answers that take seconds; and thousands of request bodies sharing one
+            // flow-control window go out in tiny frames that servers' flood guards refuse.
+            .http1_only()
             .tcp_nodelay(true)
             .build()?;
         Ok(Transport {
