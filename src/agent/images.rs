@@ -27,7 +27,7 @@ impl ImageLimits {
         }
         let in_history = history
             .iter()
-            .filter_map(|m| m.content.as_ref()?.as_array())
+            .filter_map(|m| m.content.parts())
             .flatten()
             .filter_map(|part| part.get("image_url"))
             .map(|image| image.get("url").and_then(Value::as_str).unwrap_or_default());

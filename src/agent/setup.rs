@@ -143,7 +143,7 @@ impl Agent {
             setup.model.tokenizer,
         );
         (!system.text.is_empty()).then(|| {
-            let mut message = Message::system(system.text.to_string());
+            let mut message = Message::shared_system(system.text.clone());
             message.token_count = Some(system.tokens + MESSAGE_OVERHEAD);
             message
         })

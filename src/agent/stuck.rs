@@ -104,8 +104,7 @@ fn steps_of(turn: &[Message]) -> Vec<Step<'_>> {
             let result = turn[i + 1..]
                 .iter()
                 .find(|r| r.is_role("tool") && r.tool_call_id.as_deref() == Some(call.id.as_str()))
-                .and_then(|r| r.content.as_ref())
-                .and_then(|c| c.as_str())
+                .and_then(|r| r.content.as_str())
                 .unwrap_or_default();
             steps.push(Step {
                 tool: &call.function.name,

@@ -146,18 +146,15 @@ impl Conversation {
 fn plausible_counts(m: &Message) -> RangeInclusive<u32> {
     let mut fixed = u64::from(MESSAGE_OVERHEAD);
     let mut text_bytes = 0u64;
-    match &m.content {
-        Some(Value::String(s)) => text_bytes += s.len() as u64,
-        Some(Value::Array(parts)) => {
-            for p in parts {
-                if p.get("type").and_then(Value::as_str) == Some("image_url") {
-                    fixed += u64::from(IMAGE_TOKENS);
-                } else if let Some(t) = p.get("text").and_then(Value::as_str) {
-                    text_bytes += t.len() as u64;
-                }
-            }
+    if let Some(s) = m.content.as_str() {
+        text_bytes += s.len() as u64;
+    }
+    for p in m.content.parts().unwrap_or_default() {
+        if p.get("type").and_then(Value::as_str) == Some("image_url") {
+            fixed += u64::from(IMAGE_TOKENS);
+        } else if let Some(t) = p.get("text").and_then(Value::as_str) {
+            text_bytes += t.len() as u64;
         }
-        _ => {}
     }
     text_bytes += m.reasoning_content.as_ref().map_or(0, |r| r.len() as u64);
     for c in m.tool_calls() {

@@ -123,21 +123,18 @@ impl MessageTokens {
 
 pub fn count_message(tok: Tokenizer, m: &Message) -> MessageTokens {
     let mut text = MESSAGE_OVERHEAD;
-    match &m.content {
-        Some(Value::String(s)) => text += tok.count(s),
-        Some(Value::Array(parts)) => {
-            for part in parts {
-                match part.get("type").and_then(Value::as_str) {
-                    Some("image_url") => text += IMAGE_TOKENS,
-                    _ => {
-                        if let Some(t) = part.get("text").and_then(Value::as_str) {
-                            text += tok.count(t);
-                        }
-                    }
+    if let Some(s) = m.content.as_str() {
+        text += tok.count(s);
+    }
+    for part in m.content.parts().unwrap_or_default() {
+        match part.get("type").and_then(Value::as_str) {
+            Some("image_url") => text += IMAGE_TOKENS,
+            _ => {
+                if let Some(t) = part.get("text").and_then(Value::as_str) {
+                    text += tok.count(t);
                 }
             }
         }
-        _ => {}
     }
     if let Some(r) = &m.reasoning_content {
         text += tok.count(r);

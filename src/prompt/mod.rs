@@ -104,7 +104,8 @@ pub enum PromptError {
 
 #[derive(Debug)]
 pub struct SystemPrompt {
-    pub text: String,
+    /// Shared by the system message of every run that uses this prompt.
+    pub text: Arc<str>,
     pub tokens: u32,
 }
 
@@ -201,7 +202,10 @@ impl Prompts {
                     format!("{}\n\n{extra}", base.text)
                 };
                 let tokens = tokenizer.count(&text);
-                Arc::new(SystemPrompt { text, tokens })
+                Arc::new(SystemPrompt {
+                    text: text.into(),
+                    tokens,
+                })
             }
             _ => base,
         }
@@ -225,7 +229,10 @@ impl Prompts {
             .join("\n\n");
         let tokens = tokenizer.count(&text);
         crate::wire::known_json::remember(&text);
-        let prompt = Arc::new(SystemPrompt { text, tokens });
+        let prompt = Arc::new(SystemPrompt {
+            text: text.into(),
+            tokens,
+        });
         if let Ok(mut cache) = self.cache.write() {
             cache.insert(key, prompt.clone());
         }
@@ -342,6 +349,21 @@ mod tests {
         assert!(sp.text.contains("prod-eu"));
         assert!(sp.text.ends_with("Always answer in English.\n\nBe nice."));
         assert!(sp.tokens > 300);
+    }
+
+    #[test]
+    fn requests_without_additions_share_one_prompt_text() {
+        let p = prompts(None);
+        let first = p.system_prompt(p.sections(None), None, Tokenizer::O200k);
+        let second = p.system_prompt(p.sections(None), Some("  "), Tokenizer::O200k);
+        assert!(Arc::ptr_eq(&first.text, &second.text));
+        let message = crate::wire::Message::shared_system(first.text.clone());
+        assert_eq!(message.content.as_str(), Some(&*second.text));
+        assert_eq!(
+            Arc::strong_count(&first.text),
+            2,
+            "the cached prompt and the message"
+        );
     }
 
     #[test]

@@ -9,11 +9,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::agent::canonical::{canonical, write_canonical};
 use crate::wire::Message;
+use crate::wire::message::Content;
 
 const VERSION: &str = "v2";
 
@@ -153,14 +153,14 @@ pub fn conversation_digest(prefix: &[Message]) -> String {
     };
     for m in prefix.iter().filter(|m| !m.is_role("system")) {
         part(&m.role);
-        match &m.content {
-            None | Some(Value::Null) => part("s:"),
-            Some(Value::String(text)) => part(&format!("s:{text}")),
-            Some(other) => {
+        match (&m.content, m.content.as_str()) {
+            (_, Some(text)) => part(&format!("s:{text}")),
+            (Content::Json(other), None) if !other.is_null() => {
                 let mut json = String::from("j:");
                 write_canonical(other, &mut json);
                 part(&json);
             }
+            _ => part("s:"),
         }
         part(m.tool_call_id.as_deref().unwrap_or_default());
         part(&m.tool_calls().len().to_string());
@@ -258,7 +258,7 @@ mod tests {
         let mut same = history("why?");
         same[0] = Message::system("another prompt");
         same[1].token_count = Some(7);
-        same[2].content = Some(Value::Null);
+        same[2].content = crate::wire::message::Content::Json(serde_json::Value::Null);
         let calls = same[2].tool_calls.as_mut().unwrap();
         calls[0].pending_approval = Some(true);
         calls[0].approval_token = Some("t".into());

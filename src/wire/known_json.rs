@@ -7,7 +7,6 @@
 use std::sync::{Arc, RwLock};
 
 use serde::{Serialize, Serializer};
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// Shorter strings are escaped as usual: the lookup would not pay.
@@ -51,14 +50,6 @@ fn lookup(text: &str) -> Option<Arc<Known>> {
         .cloned()
 }
 
-/// A message's `content`, its stored JSON when it is a known string.
-pub fn serialize_content<S: Serializer>(content: &Option<Value>, s: S) -> Result<S::Ok, S::Error> {
-    match content {
-        Some(Value::String(text)) => Str(text).serialize(s),
-        other => other.serialize(s),
-    }
-}
-
 /// A string, written from its stored JSON when it is a known one.
 pub struct Str<'a>(pub &'a str);
 
@@ -91,7 +82,7 @@ mod tests {
             before_llm
         );
         let value = serde_json::to_value(&message).unwrap();
-        assert_eq!(value["content"], Value::String(text.clone()));
+        assert_eq!(value["content"], serde_json::Value::String(text.clone()));
         let back: Message = serde_json::from_str(&before).unwrap();
         assert_eq!(back, message);
     }

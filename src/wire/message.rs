@@ -8,16 +8,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use super::content::Content;
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Message {
     pub role: String,
     /// A string, or an array of content parts (vision); absent on tool-call-only replies.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "super::known_json::serialize_content"
-    )]
-    pub content: Option<Value>,
+    #[serde(default, skip_serializing_if = "Content::is_absent")]
+    #[schemars(with = "Option<Value>")]
+    pub content: Content,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,7 +65,7 @@ fn function_type() -> String {
 }
 
 impl Message {
-    fn new(role: &str, content: Option<Value>) -> Self {
+    fn new(role: &str, content: Content) -> Self {
         Message {
             role: role.to_owned(),
             content,
@@ -80,11 +79,16 @@ impl Message {
     }
 
     pub fn system(text: impl Into<String>) -> Self {
-        Self::new("system", Some(Value::String(text.into())))
+        Self::new("system", Content::text(text))
+    }
+
+    /// A system message holding a prompt shared with other runs rather than a copy of it.
+    pub fn shared_system(text: std::sync::Arc<str>) -> Self {
+        Self::new("system", Content::Shared(text))
     }
 
     pub fn user(content: Value) -> Self {
-        Self::new("user", Some(content))
+        Self::new("user", Content::Json(content))
     }
 
     pub fn assistant(
@@ -92,7 +96,7 @@ impl Message {
         reasoning: Option<String>,
         tool_calls: Vec<ToolCall>,
     ) -> Self {
-        let mut m = Self::new("assistant", text.map(Value::String));
+        let mut m = Self::new("assistant", text.map_or(Content::Absent, Content::text));
         m.reasoning_content = reasoning;
         if !tool_calls.is_empty() {
             m.tool_calls = Some(tool_calls);
@@ -101,7 +105,7 @@ impl Message {
     }
 
     pub fn tool(tool_call_id: &str, name: &str, content: String) -> Self {
-        let mut m = Self::new("tool", Some(Value::String(content)));
+        let mut m = Self::new("tool", Content::text(content));
         m.tool_call_id = Some(tool_call_id.to_owned());
         m.name = Some(name.to_owned());
         m
@@ -113,15 +117,16 @@ impl Message {
 
     /// The plain text of `content`: the string itself, or the text parts of a content array.
     pub fn text(&self) -> String {
-        match &self.content {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(parts)) => parts
+        if let Some(text) = self.content.as_str() {
+            return text.to_owned();
+        }
+        self.content.parts().map_or_else(String::new, |parts| {
+            parts
                 .iter()
                 .filter_map(|p| p.get("text").and_then(Value::as_str))
                 .collect::<Vec<_>>()
-                .join("\n"),
-            _ => String::new(),
-        }
+                .join("\n")
+        })
     }
 
     pub fn tool_calls(&self) -> &[ToolCall] {
@@ -176,13 +181,10 @@ impl Serialize for ForLlm<'_> {
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("role", &m.role)?;
         match &m.content {
-            Some(Value::String(text)) => {
-                map.serialize_entry("content", &super::known_json::Str(text))?
-            }
-            Some(c) => map.serialize_entry("content", c)?,
             // OpenAI requires `content` on every message but an assistant tool-call reply.
-            None if m.tool_calls().is_empty() => map.serialize_entry("content", "")?,
-            None => map.serialize_entry("content", &Value::Null)?,
+            Content::Absent if m.tool_calls().is_empty() => map.serialize_entry("content", "")?,
+            Content::Absent => map.serialize_entry("content", &Value::Null)?,
+            content => map.serialize_entry("content", content)?,
         }
         if let Some(calls) = m.tool_calls.as_ref().filter(|c| !c.is_empty()) {
             let calls: Vec<_> = calls.iter().map(ToolCallForLlm).collect();

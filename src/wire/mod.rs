@@ -1,6 +1,7 @@
 //! What crosses the HTTP boundary: request, response and SSE event payloads, and the
 //! OpenAI-format messages of `conversation_history`. Serde for the wire, schemars for OpenAPI.
 
+pub mod content;
 pub mod events;
 pub mod known_json;
 pub mod message;

@@ -8,6 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::wire::Message;
+use crate::wire::message::Content;
 
 /// What a request carries of the history.
 #[derive(Debug, Default, PartialEq)]
@@ -34,7 +35,7 @@ pub fn translate(history: &[Message], thinking: bool) -> Translated {
             "assistant" => assistant_turn(message, thinking),
             "tool" => Turn::user(vec![tool_result(message)]),
             // A later system message (and any unknown role) is read by the model as the user's.
-            _ => Turn::user(content_blocks(message.content.as_ref())),
+            _ => Turn::user(content_blocks(message.content.as_value().as_deref())),
         };
         if turn.blocks.is_empty() {
             continue;
@@ -181,7 +182,7 @@ fn tool_result(message: &Message) -> Value {
     let id = message.tool_call_id.clone().unwrap_or_default();
     let mut block = json!({"type": "tool_result", "tool_use_id": id});
     let content = match &message.content {
-        Some(Value::Array(_)) => Value::Array(content_blocks(message.content.as_ref())),
+        Content::Json(parts @ Value::Array(_)) => Value::Array(content_blocks(Some(parts))),
         _ => {
             let text = message.text();
             if is_error_result(&text) {

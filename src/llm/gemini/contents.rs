@@ -66,7 +66,7 @@ pub fn translate(history: &[Message], with_tools: bool) -> Translated {
                 message.tool_call_id.as_deref().unwrap_or(""),
                 message.text()
             ))]),
-            _ => Turn::user(content_parts(message.content.as_ref())),
+            _ => Turn::user(content_parts(message.content.as_value().as_deref())),
         };
         if turn.parts.is_empty() && turn.results.is_empty() {
             continue;
