@@ -101,22 +101,48 @@ pub async fn track_and_limit(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
+    let finished = Finished {
+        route,
+        status,
+        started,
+    };
     let (parts, body) = response.into_parts();
+    if hyper::body::Body::size_hint(&body).exact().is_some() {
+        // An answer already in memory (JSON; every streamed body is built from a stream, of
+        // unknown size): nothing is left to cancel, so the slot is free now, even if the
+        // client never takes the bytes (an HTTP/2 client can grant no window).
+        drop((permit, in_flight, finished));
+        return Response::from_parts(parts, body);
+    }
     let mut data = body.into_data_stream();
     let guarded = async_stream::stream! {
         let _permit = permit;
         let _in_flight = in_flight;
         let _stream_gauge = is_stream.then(StreamGauge::open);
+        let _finished = finished;
         while let Some(chunk) = data.next().await {
             yield chunk;
         }
-        count(route.clone(), status);
-        metrics::histogram!("triage_http_request_duration_seconds", "route" => route).record(started.elapsed().as_secs_f64());
     };
-    // Every body, not only streams: an HTTP/2 client that grants no window takes the headers
-    // of a JSON answer and never its body, while its connection stays healthy.
-    let body = super::unread::body(guarded, state.write_timeout);
+    let body = state.stall_watch.body(guarded);
     Response::from_parts(parts, body)
+}
+
+/// Counts a request when its answer ends: sent whole, or cut (the client went away or took
+/// nothing for the write timeout).
+struct Finished {
+    route: String,
+    status: String,
+    started: Instant,
+}
+
+impl Drop for Finished {
+    fn drop(&mut self) {
+        let route = std::mem::take(&mut self.route);
+        count(route.clone(), std::mem::take(&mut self.status));
+        metrics::histogram!("triage_http_request_duration_seconds", "route" => route)
+            .record(self.started.elapsed().as_secs_f64());
+    }
 }
 
 fn count(route: String, status: String) {

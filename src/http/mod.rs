@@ -42,6 +42,7 @@ pub use limits::RequestLimit;
 pub use origin::BrowserGuard;
 use responses::{ModelNames, ModelsResponse};
 pub use server::ShutdownWatch;
+pub use unread::StallWatch;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -54,8 +55,8 @@ pub struct AppState {
     pub body_limit: usize,
     /// Time a client has to send its whole body.
     pub body_read_timeout: Duration,
-    /// A stream whose client takes nothing for this long ends.
-    pub write_timeout: Duration,
+    /// Ends an answer whose client takes nothing for `server.write_timeout_secs`.
+    pub stall_watch: StallWatch,
     pub model_name_as_string: bool,
     pub api_keys: ApiKeys,
     pub limit: RequestLimit,

@@ -293,7 +293,7 @@ impl Application {
                 .then(|| secs(server.keepalive_interval_secs)),
             body_limit: server.body_limit_bytes,
             body_read_timeout: secs(server.body_read_timeout_secs),
-            write_timeout: secs(server.write_timeout_secs),
+            stall_watch: crate::http::StallWatch::new(secs(server.write_timeout_secs)),
             model_name_as_string: settings.compat.model_name_as_string,
             api_keys: ApiKeys::new(&keys),
             limit: RequestLimit::new(server.max_concurrent_requests, capacity.clone()),
