@@ -4,15 +4,16 @@
 //! generator), a copy of it serving the fake LLM (`--serve-fake-llm`, or `--serve-tls-llm`),
 //! and `triage serve`.
 //!
-//! `cargo bench --bench streams -- [--streams N] [--http1] [--llm-tls] [--secs S]`: the client
-//! speaks h2c to triage (about 100 streams a connection) and triage reaches the LLM over plain
-//! HTTP/1.1. `--http1`: HTTP/1.1 from the client too, one connection a stream, so each stream
-//! holds two descriptors in triage. `--llm-tls`: triage reaches the LLM over TLS with HTTP/2,
-//! as it reaches a hosted provider: a small TLS server with a self-signed certificate that
-//! triage trusts through `SSL_CERT_FILE` answers in the same drip (the scripted fake speaks
-//! HTTP/1.1 only, and relaying to it added failures of the relay's own). Reports errors, the
-//! end-time distribution, and triage's RSS before, at its peak, 5 s and 15 s after, per
-//! stream; plus the machine's load.
+//! `cargo bench --bench streams -- [--streams N] [--http1] [--llm-tls [--llm-stream-limit M]]
+//! [--secs S]`: the client speaks h2c to triage (about 100 streams a connection) and triage
+//! reaches the LLM over plain HTTP/1.1. `--http1`: HTTP/1.1 from the client too, one connection
+//! a stream, so each stream holds two descriptors in triage. `--llm-tls`: triage reaches the
+//! LLM over TLS, as it reaches a hosted provider: a small TLS server with a self-signed
+//! certificate that triage trusts through `SSL_CERT_FILE`, offering h2 and HTTP/1.1 by ALPN
+//! (triage takes HTTP/1.1), answers in the same drip; `--llm-stream-limit M` lets it allow M
+//! HTTP/2 streams a connection, as hosted front ends do (to time an HTTP/2 client against it).
+//! Reports errors, the end-time distribution, and triage's RSS before, at its peak, 5 s and
+//! 15 s after, per stream; plus the machine's load.
 
 use std::io::{BufRead, Write as _};
 use std::net::SocketAddr;
