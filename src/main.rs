@@ -49,6 +49,10 @@ struct ServeFlags {
     port: Option<u16>,
 }
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = if matches!(cli.command, Command::Serve(_)) {
