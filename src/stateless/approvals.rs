@@ -258,7 +258,7 @@ mod tests {
         let mut same = history("why?");
         same[0] = Message::system("another prompt");
         same[1].token_count = Some(7);
-        same[2].content = crate::wire::message::Content::Json(serde_json::Value::Null);
+        same[2].content = Content::Json(serde_json::Value::Null);
         let calls = same[2].tool_calls.as_mut().unwrap();
         calls[0].pending_approval = Some(true);
         calls[0].approval_token = Some("t".into());

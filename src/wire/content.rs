@@ -55,15 +55,6 @@ impl Content {
             Content::Shared(s) => Some(Cow::Owned(Value::String(s.to_string()))),
         }
     }
-
-    /// The content as JSON, taken out of the message.
-    pub fn into_value(self) -> Option<Value> {
-        match self {
-            Content::Absent => None,
-            Content::Json(v) => Some(v),
-            Content::Shared(s) => Some(Value::String(s.to_string())),
-        }
-    }
 }
 
 impl From<Option<Value>> for Content {
@@ -124,7 +115,10 @@ mod tests {
             serde_json::to_value(&shared).unwrap(),
             json!("You are a helpful SRE.")
         );
-        assert_eq!(shared.into_value(), Some(json!("You are a helpful SRE.")));
+        assert_eq!(
+            shared.as_value().as_deref(),
+            Some(&json!("You are a helpful SRE."))
+        );
     }
 
     #[test]
