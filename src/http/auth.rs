@@ -3,13 +3,12 @@
 //! which hold no secrets (the API calls the page makes still need a key); and inbound
 //! webhooks (`/api/webhook/…`), whose handler checks the reply token instead.
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use super::{ApiError, AppState};
+use super::ApiError;
 
 /// Routes anyone may call: the liveness and readiness probes, and the browser console's page
 /// and assets (they hold no secret; the API calls the page makes still need a key).
@@ -68,21 +67,15 @@ fn presented_key(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-pub async fn require_api_key(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The 401 for a request that needs a key and presents none that is accepted.
+pub fn refusal(keys: &ApiKeys, request: &Request) -> Option<Response> {
     // An inbound webhook's reply token is its credential (checked by its handler).
     let path = request.uri().path();
-    if !state.api_keys.enabled()
-        || EXEMPT.contains(&path)
-        || path.starts_with(super::inbound::PREFIX)
-    {
-        return next.run(request).await;
+    if !keys.enabled() || EXEMPT.contains(&path) || path.starts_with(super::inbound::PREFIX) {
+        return None;
     }
     match presented_key(request.headers()) {
-        Some(key) if state.api_keys.accepts(key) => next.run(request).await,
+        Some(key) if keys.accepts(key) => None,
         _ => {
             let mut response =
                 ApiError::new(StatusCode::UNAUTHORIZED, "Invalid or missing API key")
@@ -91,7 +84,7 @@ pub async fn require_api_key(
                 axum::http::header::WWW_AUTHENTICATE,
                 axum::http::HeaderValue::from_static("Bearer"),
             );
-            response
+            Some(response)
         }
     }
 }

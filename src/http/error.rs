@@ -68,12 +68,7 @@ pub fn run_error_response(e: RunError) -> Response {
 
 /// Errors axum answers itself (405 with an `Allow` header, …) come with an empty body; they
 /// get the same `{"detail": …}` as every other error, headers kept.
-pub async fn json_error_bodies(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let method = request.method().clone();
-    let response = next.run(request).await;
+pub fn with_json_body(method: &axum::http::Method, response: Response) -> Response {
     let status = response.status();
     let bodyless = !response
         .headers()

@@ -7,9 +7,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
@@ -59,10 +58,10 @@ enum Refusal {
     Count,
 }
 
-pub async fn track_and_limit(
-    State(state): State<AppState>,
+pub async fn track_and_limit<F: Future<Output = Response>>(
+    state: &AppState,
     request: Request,
-    next: Next,
+    next: impl FnOnce(Request) -> F,
 ) -> Response {
     let route = request
         .extensions()
@@ -72,7 +71,7 @@ pub async fn track_and_limit(
     let started = Instant::now();
     // Probes must answer even when the server is saturated.
     if matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics") {
-        return next.run(request).await;
+        return next(request).await;
     }
     // Saturated: refuse before reading a body that could not run anyway.
     if let Some(refusal) = state.limit.refusal() {
@@ -94,7 +93,7 @@ pub async fn track_and_limit(
         None => None,
     };
     let in_flight = state.limit.capacity.request();
-    let response = next.run(request).await;
+    let response = next(request).await;
     let status = response.status().as_u16().to_string();
     let is_stream = response
         .headers()

@@ -44,8 +44,27 @@ use responses::{ModelNames, ModelsResponse};
 pub use server::ShutdownWatch;
 pub use unread::StallWatch;
 
+/// What every handler and layer shares. Cloned for each layer and extractor of every request,
+/// so it is one `Arc`: a clone is one atomic increment, not one per field and a copy of each
+/// list.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<SharedState>);
+
+impl AppState {
+    pub fn new(shared: SharedState) -> AppState {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+pub struct SharedState {
     pub agent: Arc<Agent>,
     pub chat: Arc<crate::stateless::StatelessChat>,
     pub conversations: Arc<crate::conversations::Conversations>,
@@ -158,35 +177,55 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .fallback(|| async { ApiError::new(axum::http::StatusCode::NOT_FOUND, "Not Found") })
-        .layer(from_fn(refuse_nul_in_query))
         .layer(DefaultBodyLimit::max(state.body_limit))
-        .layer(from_fn_with_state(state.clone(), limits::track_and_limit))
-        .layer(from_fn_with_state(state.clone(), auth::require_api_key))
-        .layer(from_fn_with_state(state.clone(), origin::guard));
+        .layer(from_fn_with_state(state.clone(), admission));
     let router = match cors {
         Some(cors) => router.layer(cors),
         None => router,
     };
-    router
-        .layer(from_fn(error::json_error_bodies))
-        .layer(from_fn(request_context))
-        .with_state(state)
+    router.layer(from_fn(request_context)).with_state(state)
+}
+
+/// Every request's checks, in this order: the browser origin, the API key, then load
+/// shedding and the body (limits), then the query. One layer, not one each: a layer costs
+/// every request a clone of the service below it and a boxed future.
+async fn admission(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let origin = state
+        .browser_guard
+        .check(request.method(), request.uri(), request.headers());
+    if let Err(refusal) = origin {
+        return refusal.into_response();
+    }
+    if let Some(refusal) = auth::refusal(&state.api_keys, &request) {
+        return refusal;
+    }
+    limits::track_and_limit(&state, request, |request| async move {
+        match refuse_nul_in_query(&request) {
+            Some(refusal) => refusal,
+            None => next.run(request).await,
+        }
+    })
+    .await
 }
 
 /// A NUL in a query value: PostgreSQL refuses it in any text it compares (a 500 otherwise),
 /// and no stored value holds one, so it is the client's mistake (`%00` is its only spelling).
-async fn refuse_nul_in_query(request: Request, next: Next) -> Response {
-    if request.uri().query().is_some_and(|q| q.contains("%00")) {
-        return ApiError::new(
-            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-            "query parameters may not contain NUL (%00)",
-        )
-        .into_response();
-    }
-    next.run(request).await
+fn refuse_nul_in_query(request: &Request) -> Option<Response> {
+    request
+        .uri()
+        .query()
+        .is_some_and(|q| q.contains("%00"))
+        .then(|| {
+            ApiError::new(
+                axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "query parameters may not contain NUL (%00)",
+            )
+            .into_response()
+        })
 }
 
-/// Gives each request an id and a tracing span that carries it.
+/// Gives each request an id and a tracing span that carries it, and errors axum answers
+/// itself their `{"detail": …}` body.
 async fn request_context(mut request: Request, next: Next) -> Response {
     let id = uuid::Uuid::new_v4().to_string();
     let span = tracing::info_span!(
@@ -195,8 +234,10 @@ async fn request_context(mut request: Request, next: Next) -> Response {
         method = %request.method(),
         path = %request.uri().path(),
     );
+    let method = request.method().clone();
     request.extensions_mut().insert(RequestId(id.clone()));
-    let mut response = next.run(request).instrument(span).await;
+    let response = next.run(request).instrument(span).await;
+    let mut response = error::with_json_body(&method, response);
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
     }

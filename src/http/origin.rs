@@ -8,13 +8,10 @@
 //! Clients that send no `Origin` (curl, SDKs, HolmesGPT clients) are not browsers and pass.
 //! With API keys the `Host` is not checked: a rebinding page cannot know the key.
 
-use axum::extract::{Request, State};
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, AppState};
+use super::ApiError;
 
 /// What the two checks compare against, built once from the settings.
 #[derive(Clone, Debug, Default)]
@@ -137,16 +134,6 @@ fn same_authority(origin: &str, host: &Authority) -> bool {
         None => url.port().is_none(),
     };
     origin_host.eq_ignore_ascii_case(host.host()) && ports_match
-}
-
-pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match state
-        .browser_guard
-        .check(request.method(), request.uri(), request.headers())
-    {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => refusal.into_response(),
-    }
 }
 
 #[cfg(test)]

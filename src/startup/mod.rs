@@ -13,7 +13,9 @@ use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
 use crate::http::capacity::Capacity;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
-use crate::http::{ApiKeys, AppState, BrowserGuard, RequestLimit, ShutdownWatch, router};
+use crate::http::{
+    ApiKeys, AppState, BrowserGuard, RequestLimit, SharedState, ShutdownWatch, router,
+};
 use crate::llm::{
     AnthropicClient, BedrockClient, GeminiClient, Llm, ModelRegistry, OpenAiClient, Transport,
 };
@@ -284,7 +286,7 @@ impl Application {
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let capacity = start_capacity(server);
         let secs = Duration::from_secs_f64;
-        let state = AppState {
+        let state = AppState::new(SharedState {
             chat: stateless_chat(&settings, agent.clone()),
             inbound: crate::webhooks::inbound::Inbound::new(conversations.clone()),
             conversations,
@@ -316,7 +318,7 @@ impl Application {
                     .chain(["x-api-key".to_owned(), "authorization".to_owned()])
                     .collect(),
             ),
-        };
+        });
         let addr = format!("{}:{}", server.host, server.port);
         let listener = TcpListener::bind(&addr)
             .await
