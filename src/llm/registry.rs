@@ -43,6 +43,9 @@ pub struct ModelConfig {
     pub wire_model: String,
     /// Full chat-completions URL.
     pub endpoint: String,
+    /// `endpoint` parsed once rather than on every call; `None` when it does not parse, and
+    /// the call then fails with reqwest's own error, naming the URL.
+    pub endpoint_url: Option<reqwest::Url>,
     pub auth: Auth,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
@@ -470,6 +473,7 @@ fn resolve(
         api,
         model_id: id.to_owned(),
         wire_model,
+        endpoint_url: reqwest::Url::parse(&endpoint).ok(),
         endpoint,
         auth,
         // OpenAI's reasoning models refuse any temperature but 1: the global default

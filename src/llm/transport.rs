@@ -96,11 +96,13 @@ impl Transport {
 
     /// A POST of `body` to the model's endpoint; the caller adds the provider's headers.
     pub fn post(&self, model: &ModelConfig, body: bytes::Bytes) -> reqwest::RequestBuilder {
-        self.http
-            .post(&model.endpoint)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .body(body)
+        match &model.endpoint_url {
+            Some(url) => self.http.post(url.clone()),
+            None => self.http.post(&model.endpoint),
+        }
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::ACCEPT, "text/event-stream")
+        .body(body)
     }
 
     /// Sends the request `build` makes, retrying while nothing has been received yet, and
