@@ -277,7 +277,13 @@ pub async fn floor(fake: &FakeLlm, quick: bool) -> Value {
     };
     let load_before = loadavg();
     let mut rows = Vec::new();
-    for &(label, model, stream, llm_calls) in KINDS {
+    // `LOAD_BENCH_FLOOR_KINDS=JSON,SSE`: only these kinds (e.g. under a profiler).
+    let only = std::env::var("LOAD_BENCH_FLOOR_KINDS").ok();
+    let wanted = |label: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|k| k == label))
+    };
+    for &(label, model, stream, llm_calls) in KINDS.iter().filter(|k| wanted(k.0)) {
         let body = chat_body(stream, model);
         let llm = capture(fake, triage.addr, &body, stream).await;
         let mut row = json!({"kind": label, "llm_calls": llm_calls, "llm_request_bytes": llm.iter().map(Bytes::len).collect::<Vec<_>>()});
