@@ -265,6 +265,82 @@ async fn only_allowed_headers_reach_tools() {
     );
 }
 
+/// The checks every request passes run in one order: origin (403), API key (401), then load
+/// shedding and the body (413), then the query (422); each refusal carries a request id and
+/// the `{"detail"}` body, and a preflight needs no key.
+#[tokio::test]
+async fn refusals_come_in_order_each_with_a_request_id() {
+    let app = spawn_app_with(
+        "[server]\napi_keys = [\"key-one-111\"]\nbody_limit_bytes = 2048\n\
+         cors_allowed_origins = [\"http://console.example\"]\n",
+    )
+    .await;
+    let big = "x".repeat(4096);
+    let post = |path: &str, origin: Option<&'static str>, key: bool, body: String| {
+        let mut req = app
+            .client
+            .post(app.url(path))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(origin) = origin {
+            req = req.header("origin", origin);
+        }
+        if key {
+            req = req.header("x-api-key", "key-one-111");
+        }
+        req.send()
+    };
+    let refused = |resp: reqwest::Response, status: u16, detail: &'static str| async move {
+        assert_eq!(resp.status(), status, "{detail}");
+        assert!(resp.headers().contains_key("x-request-id"), "{detail}");
+        let body = json_body(resp).await;
+        let text = body["detail"].as_str().unwrap_or_default().to_owned();
+        assert!(text.contains(detail), "{text}");
+    };
+    // A foreign page without a key, with a body over the limit: the origin is refused first.
+    let resp = post("/api/chat", Some("http://evil.example"), false, big.clone());
+    refused(resp.await.unwrap(), 403, "Cross-origin request refused").await;
+    // No key and a body over the limit: the key is checked before the body is read.
+    let resp = post("/api/chat", None, false, big.clone());
+    refused(resp.await.unwrap(), 401, "Invalid or missing API key").await;
+    // A NUL in the query with a body over the limit: the body is refused first.
+    let resp = post("/api/conversations?x=%00", None, true, big);
+    refused(resp.await.unwrap(), 413, "Request body too large").await;
+    let resp = post("/api/conversations?x=%00", None, true, "{}".into());
+    refused(resp.await.unwrap(), 422, "NUL").await;
+    // A method the route refuses still asks for the key first.
+    let resp = app
+        .client
+        .delete(app.url("/api/chat"))
+        .send()
+        .await
+        .unwrap();
+    refused(resp, 401, "Invalid or missing API key").await;
+    let resp = app
+        .client
+        .delete(app.url("/api/chat"))
+        .header("x-api-key", "key-one-111")
+        .send()
+        .await
+        .unwrap();
+    refused(resp, 405, "DELETE is not accepted here").await;
+    // A browser's preflight carries no key and is answered.
+    let resp = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/api/chat"))
+        .header("origin", "http://console.example")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type,x-api-key")
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    assert_eq!(
+        resp.headers()["access-control-allow-origin"],
+        "http://console.example"
+    );
+}
+
 #[tokio::test]
 async fn cors_is_off_by_default_and_follows_the_allow_list() {
     let preflight = |app: &crate::helpers::TestApp, origin: &'static str| {
