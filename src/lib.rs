@@ -17,6 +17,7 @@ pub mod llm;
 pub mod memory;
 pub mod prompt;
 pub mod sandbox;
+pub mod sse_reader;
 pub mod startup;
 pub mod stateless;
 pub mod store;

@@ -1,10 +1,11 @@
 //! The floor: a bare pass-through proxy that does the least triage must do for `/api/chat`.
 //! It reads the request, sends the equivalent chat-completions call (triage's own system prompt
 //! and tool definitions, captured from triage's first LLM request) to the same fake LLM with the
-//! same client stack (reqwest, rustls on ring, the same pool settings), and relays the answer:
-//! JSON, or the LLM's SSE bytes as they come. When the LLM asks for a tool, it makes the second
-//! call a tool round needs, with a fixed tool result. No prompt assembly, no token counting, no
-//! tools, no limits, no logging: what is left is HTTP in, JSON in and out, HTTP out.
+//! same client stack (reqwest, rustls on ring, the same pool settings, triage's SSE reader),
+//! and relays the answer: JSON, or the LLM's SSE bytes as they come. When the LLM asks for a
+//! tool, it makes the second call a tool round needs, with a fixed tool result. No prompt
+//! assembly, no token counting, no tools, no limits, no logging: what is left is HTTP in, JSON
+//! in and out, HTTP out.
 //!
 //! It runs in its own process (the bench binary started again with `--serve-proxy`), so its CPU
 //! time is its own, read from /proc like triage's.
@@ -15,7 +16,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use eventsource_stream::Eventsource;
 use futures::{FutureExt as _, StreamExt};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -170,15 +170,16 @@ impl Proxy {
             }
             chunk
         });
-        let mut events = std::pin::pin!(bytes.eventsource());
+        // Triage's own reader of server-sent events: the floor pays what triage's client does.
+        let mut events = triage::sse_reader::sse_events(bytes, usize::MAX);
         let mut answer = Answer::default();
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| format!("LLM stream: {e}"))?;
-            if event.data == "[DONE]" {
+            if event.data() == b"[DONE]" {
                 break;
             }
             let chunk: Chunk =
-                serde_json::from_str(&event.data).map_err(|e| format!("LLM chunk: {e}"))?;
+                serde_json::from_slice(event.data()).map_err(|e| format!("LLM chunk: {e}"))?;
             for choice in chunk.choices {
                 if let Some(c) = choice.delta.content {
                     answer.text.push_str(&c);

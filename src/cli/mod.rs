@@ -15,11 +15,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 
 use crate::config::Settings;
+use crate::sse_reader::sse_events;
 use crate::startup::{build_agent, install_crypto_provider, stateless_chat};
 use crate::stateless::{RequestMeta, StatelessChat};
 use crate::wire::events::{ApprovalRequired, ToolStatus};
@@ -29,6 +29,9 @@ use crate::wire::{ChatRequest, StreamEvent};
 /// Exit codes: 0 answer, 1 error; 2 (usage) comes from clap and config errors.
 pub const EXIT_ERROR: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
+/// A remote server's frame longer than this ends the answer instead of filling memory; the
+/// last frame carries the whole history, images included, hence the room.
+const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, clap::Args)]
 pub struct AskOptions {
@@ -345,12 +348,10 @@ impl Source {
             }
             Source::Remote { .. } => {
                 let resp = self.post(&request).await?;
-                let events = resp
-                    .bytes_stream()
-                    .eventsource()
-                    .filter_map(|e| async move {
+                let events =
+                    sse_events(resp.bytes_stream(), MAX_FRAME_BYTES).filter_map(|e| async move {
                         let e = e.ok()?;
-                        StreamEvent::parse(&e.event, &e.data)
+                        StreamEvent::parse(e.name(), e.text()?)
                     });
                 Ok(Box::pin(events))
             }

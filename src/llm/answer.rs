@@ -120,9 +120,12 @@ impl Transport {
         &self,
         response: reqwest::Response,
     ) -> BoxStream<'static, Result<String, LlmError>> {
-        Box::pin(
-            self.events(response)
-                .map(|event| event.map(|e| e.data.trim().to_owned())),
-        )
+        Box::pin(self.events(response).map(|event| {
+            let event = event?;
+            event
+                .text()
+                .map(|data| data.trim().to_owned())
+                .ok_or_else(|| LlmError::Protocol("an event's data is not UTF-8".into()))
+        }))
     }
 }

@@ -10,7 +10,6 @@ pub mod catalog;
 mod complete;
 pub mod entry_keys;
 mod error;
-mod event_limit;
 pub mod fallbacks;
 pub mod gemini;
 mod openai;

@@ -119,18 +119,19 @@ impl OpenAiClient {
             let (mut done, mut finished, mut any_output) = (false, false, false);
             while let Some(event) = events.next().await {
                 let event = event?;
-                let data = event.data.trim();
+                let data = event.data().trim_ascii();
                 if data.is_empty() {
                     continue;
                 }
-                if data == "[DONE]" {
+                if data == b"[DONE]" {
                     done = true;
                     break;
                 }
-                let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+                // From the bytes as received: serde_json checks the UTF-8 of what it reads.
+                let chunk: Chunk = serde_json::from_slice(data).map_err(|e| {
                     LlmError::Protocol(format!(
                         "malformed chunk ({e}): {}",
-                        data.chars().take(200).collect::<String>()
+                        String::from_utf8_lossy(&data[..data.len().min(200)])
                     ))
                 })?;
                 let fragments = chunk.into_fragments().map_err(|message| LlmError::Upstream {

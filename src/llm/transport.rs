@@ -4,15 +4,19 @@
 
 use std::time::{Duration, Instant};
 
-use eventsource_stream::{Event, EventStreamError, Eventsource};
-use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use rand::Rng;
 
 use super::error::LlmError;
-use super::event_limit::{BodyError, MAX_EVENT_BYTES, limit_events};
 use super::registry::ModelConfig;
 use crate::config::LlmSettings;
+use crate::sse_reader::{SseError, SseEvent, sse_events};
+
+/// Largest event accepted. A chunk carries one delta (bytes to a few KiB); a server that
+/// ignores `stream: true` sends its whole answer as one event, and answers are cut at about
+/// eight bytes a token of the output budget (512 KiB for 64k tokens). 4 MiB leaves room for
+/// JSON escaping and larger budgets while bounding what one call can hold.
+pub const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy)]
 pub struct LlmTimeouts {
@@ -235,10 +239,9 @@ impl Transport {
     pub fn events(
         &self,
         response: reqwest::Response,
-    ) -> impl Stream<Item = Result<Event, LlmError>> + Send + use<> {
+    ) -> impl Stream<Item = Result<SseEvent, LlmError>> + Send + use<> {
         let idle = self.timeouts.idle;
-        let events: BoxStream<'static, _> =
-            Box::pin(limit_events(response.bytes_stream(), MAX_EVENT_BYTES).eventsource());
+        let events = sse_events(response.bytes_stream(), MAX_EVENT_BYTES);
         futures::stream::unfold(Some(events), move |events| async move {
             let mut events = events?;
             let next = match tokio::time::timeout(idle, events.next()).await {
@@ -248,12 +251,12 @@ impl Transport {
                 ))),
                 Ok(None) => return None,
                 Ok(Some(event)) => event.map_err(|e| match e {
-                    EventStreamError::Transport(BodyError::EventTooLarge(max)) => {
-                        LlmError::Oversized(format!(
-                            "one streamed event exceeded {max} bytes without ending; the call was stopped"
-                        ))
+                    SseError::TooLarge(max) => LlmError::Oversized(format!(
+                        "one streamed event exceeded {max} bytes without ending; the call was stopped"
+                    )),
+                    SseError::Body(e) => {
+                        LlmError::Protocol(format!("unreadable stream: {}", error_chain(&e)))
                     }
-                    e => LlmError::Protocol(format!("unreadable stream: {e}")),
                 }),
             };
             // After an error the stream ends.

@@ -10,7 +10,6 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -20,6 +19,7 @@ use super::super::{EXIT_ERROR, Failure};
 use super::client::{Client, refusal};
 use super::render::{event_text, field};
 use crate::conversations::api::ConversationInfo;
+use crate::sse_reader::{SseEvent, sse_events};
 
 /// Exit codes of `watch` (and `send --watch`): how the conversation stopped.
 pub const EXIT_FINISHED: u8 = 0;
@@ -81,21 +81,21 @@ impl Follower {
         stopped(self.status.as_deref().unwrap_or(&self.info_status))
     }
 
-    fn take(&mut self, event: &eventsource_stream::Event) -> Option<u8> {
-        let Ok(id) = event.id.trim().parse::<u64>() else {
+    fn take(&mut self, event: &SseEvent) -> Option<u8> {
+        let Ok(id) = event.id().trim().parse::<u64>() else {
             return None; // comments and frames without an id carry no event
         };
         if id <= self.last {
             return None; // never print an event twice, whatever the server sends
         }
         self.last = id;
-        let payload: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
-        if event.event == "conversation_state_update"
+        let payload: Value = serde_json::from_slice(event.data()).unwrap_or(Value::Null);
+        if event.name() == "conversation_state_update"
             && let Some(status) = payload["execution_status"].as_str()
         {
             self.status = Some(status.to_owned());
         }
-        if let Some(text) = event_text(id, &event.event, &payload) {
+        if let Some(text) = event_text(id, event.name(), &payload) {
             let mut out = std::io::stdout().lock();
             // Whoever read the output went away (`watch … | head`): stop.
             if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
@@ -106,7 +106,7 @@ impl Follower {
     }
 
     async fn follow(&mut self, response: reqwest::Response) -> Dropped {
-        let mut events = capped_frames(response).eventsource();
+        let mut events = sse_events(response.bytes_stream(), FRAME_MAX);
         loop {
             let next = match tokio::time::timeout(SILENCE, events.next()).await {
                 Err(_) => return Dropped::Broken(format!("nothing for {} s", SILENCE.as_secs())),
@@ -119,30 +119,6 @@ impl Follower {
             }
         }
     }
-}
-
-/// The body as a byte stream that fails once `FRAME_MAX` bytes pass without a frame ending.
-fn capped_frames(
-    response: reqwest::Response,
-) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> {
-    let mut open = 0usize;
-    response.bytes_stream().map(move |chunk| {
-        let chunk = chunk.map_err(std::io::Error::other)?;
-        let boundary = chunk
-            .windows(2)
-            .rposition(|w| w == b"\n\n" || w == b"\r\r" || w == b"\n\r");
-        open = match boundary {
-            Some(at) => chunk.len() - at,
-            None => open + chunk.len(),
-        };
-        if open > FRAME_MAX {
-            return Err(std::io::Error::other(format!(
-                "an event larger than {} MiB",
-                FRAME_MAX >> 20
-            )));
-        }
-        Ok(chunk)
-    })
 }
 
 /// Prints the conversation's events after `after` and follows it until it stops.
@@ -250,6 +226,7 @@ impl Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sse_reader::SseDecoder;
 
     fn follower(after: u64, history_end: u64, info_status: &str) -> Follower {
         Follower {
@@ -261,13 +238,13 @@ mod tests {
         }
     }
 
-    fn event(id: u64, name: &str, data: &str) -> eventsource_stream::Event {
-        eventsource_stream::Event {
-            event: name.into(),
-            data: data.into(),
-            id: id.to_string(),
-            retry: None,
-        }
+    fn event(id: u64, name: &str, data: &str) -> SseEvent {
+        let mut decoder = SseDecoder::new(1 << 20);
+        decoder.feed(format!("id: {id}\nevent: {name}\ndata: {data}\n\n").into());
+        decoder
+            .next_event()
+            .expect("within the bound")
+            .expect("a whole event")
     }
 
     #[test]

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use crate::llm::Transport;
 use crate::llm::answer::AnswerReader;
 use crate::llm::error::LlmError;
-use crate::llm::event_limit::MAX_EVENT_BYTES;
 use crate::llm::provider::{Fragment, ToolCallFragment};
+use crate::llm::transport::MAX_EVENT_BYTES;
 use crate::wire::response::Usage;
 
 /// Prelude (total length, headers length, prelude CRC) before a frame's headers.

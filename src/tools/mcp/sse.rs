@@ -6,13 +6,14 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::mpsc;
+
+use crate::sse_reader::{self, sse_events};
 
 /// How long the server has to name its message endpoint.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -72,14 +73,15 @@ impl SseTransport {
         if !response.status().is_success() {
             return Err(format!("GET {url}: HTTP {}", response.status()));
         }
-        let mut events = response.bytes_stream().eventsource();
+        let mut events = sse_events(response.bytes_stream(), MAX_EVENT_BYTES);
         let endpoint = tokio::time::timeout(ENDPOINT_TIMEOUT, async {
             while let Some(event) = events.next().await {
                 let event = event.map_err(|e| format!("event stream: {e}"))?;
-                if event.event == "endpoint" {
+                if event.name() == "endpoint" {
+                    let data = event.text().unwrap_or_default().trim();
                     return base
-                        .join(event.data.trim())
-                        .map_err(|e| format!("endpoint '{}': {e}", event.data));
+                        .join(data)
+                        .map_err(|e| format!("endpoint '{data}': {e}"));
                 }
             }
             Err("the event stream ended before naming its endpoint".to_owned())
@@ -98,18 +100,19 @@ impl SseTransport {
         }
         let (tx, incoming) = mpsc::channel(64);
         let reader = tokio::spawn(async move {
-            while let Some(Ok(event)) = events.next().await {
-                if event.data.len() > MAX_EVENT_BYTES {
-                    tracing::warn!(
-                        bytes = event.data.len(),
-                        "MCP SSE event too large: session ended"
-                    );
-                    return;
-                }
-                if event.event != "message" && !event.event.is_empty() {
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(sse_reader::SseError::TooLarge(max)) => {
+                        tracing::warn!(max, "MCP SSE event too large: session ended");
+                        return;
+                    }
+                    Err(sse_reader::SseError::Body(_)) => return,
+                };
+                if event.name() != "message" {
                     continue;
                 }
-                match serde_json::from_str::<ServerJsonRpcMessage>(&event.data) {
+                match serde_json::from_slice::<ServerJsonRpcMessage>(event.data()) {
                     Ok(message) => {
                         if tx.send(message).await.is_err() {
                             return;
