@@ -15,6 +15,7 @@ pub mod frames;
 pub mod http;
 pub mod llm;
 pub mod memory;
+pub mod meters;
 pub mod prompt;
 pub mod sandbox;
 pub mod sse_reader;

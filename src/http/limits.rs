@@ -17,6 +17,7 @@ use super::body::buffer_body;
 use super::{ApiError, AppState};
 
 use super::capacity::Capacity;
+use crate::meters::Handles;
 
 #[derive(Clone)]
 pub struct RequestLimit {
@@ -63,38 +64,39 @@ pub async fn track_and_limit<F: Future<Output = Response>>(
     request: Request,
     next: impl FnOnce(Request) -> F,
 ) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
+    let route = route_meters(
+        request
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or("unmatched", MatchedPath::as_str),
+    );
     let started = Instant::now();
     // Probes must answer even when the server is saturated.
-    if matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics") {
+    if matches!(route.route.as_str(), "/healthz" | "/readyz" | "/metrics") {
         return next(request).await;
     }
     // Saturated: refuse before reading a body that could not run anyway.
     if let Some(refusal) = state.limit.refusal() {
-        return busy(route, refusal);
+        return busy(&route, refusal);
     }
     // The slot is taken once the body has arrived: clients trickling a body hold none.
     let request = match buffer_body(request, state.body_limit, state.body_read_timeout).await {
         Ok(request) => request,
         Err(refusal) => {
-            count(route, refusal.status.as_str().to_owned());
+            route.count(refusal.status.as_u16());
             return refusal.into_response();
         }
     };
     let permit = match &state.limit.count {
         Some(slots) => match slots.clone().try_acquire_owned() {
             Ok(permit) => Some(permit),
-            Err(_) => return busy(route, Refusal::Count),
+            Err(_) => return busy(&route, Refusal::Count),
         },
         None => None,
     };
     let in_flight = state.limit.capacity.request();
     let response = next(request).await;
-    let status = response.status().as_u16().to_string();
+    let status = response.status().as_u16();
     let is_stream = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -130,27 +132,51 @@ pub async fn track_and_limit<F: Future<Output = Response>>(
 /// Counts a request when its answer ends: sent whole, or cut (the client went away or took
 /// nothing for the write timeout).
 struct Finished {
-    route: String,
-    status: String,
+    route: Arc<RouteMeters>,
+    status: u16,
     started: Instant,
 }
 
 impl Drop for Finished {
     fn drop(&mut self) {
-        let route = std::mem::take(&mut self.route);
-        count(route.clone(), std::mem::take(&mut self.status));
-        metrics::histogram!("triage_http_request_duration_seconds", "route" => route)
+        self.route.count(self.status);
+        self.route
+            .duration
             .record(self.started.elapsed().as_secs_f64());
     }
 }
 
-fn count(route: String, status: String) {
-    metrics::counter!("triage_http_requests_total", "route" => route, "status" => status)
-        .increment(1);
+/// A route's request metrics, registered with its first request.
+struct RouteMeters {
+    route: String,
+    duration: metrics::Histogram,
+    by_status: Handles<u16, metrics::Counter>,
 }
 
-fn busy(route: String, refusal: Refusal) -> Response {
-    count(route, "503".to_owned());
+impl RouteMeters {
+    fn count(&self, status: u16) {
+        self.by_status
+            .get(&status, || {
+                metrics::counter!("triage_http_requests_total", "route" => self.route.clone(), "status" => status.to_string())
+            })
+            .increment(1);
+    }
+}
+
+/// Routes are the router's patterns (or "unmatched"): a few dozen at most.
+fn route_meters(route: &str) -> Arc<RouteMeters> {
+    static ROUTES: Handles<String, Arc<RouteMeters>> = Handles::new();
+    ROUTES.get(route, || {
+        Arc::new(RouteMeters {
+            route: route.to_owned(),
+            duration: metrics::histogram!("triage_http_request_duration_seconds", "route" => route.to_owned()),
+            by_status: Handles::new(),
+        })
+    })
+}
+
+fn busy(route: &RouteMeters, refusal: Refusal) -> Response {
+    route.count(503);
     let (resource, message) = match refusal {
         Refusal::Resource(resource, message) => (resource, message),
         Refusal::Count => (

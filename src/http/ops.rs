@@ -1,12 +1,9 @@
 //! Operations routes: liveness, readiness, server info, Prometheus metrics.
 
-use std::sync::OnceLock;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use super::AppState;
 use super::responses::{
@@ -95,26 +92,7 @@ pub async fn metrics() -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        metrics_handle().render(),
+        crate::meters::recorder().render(),
     )
         .into_response()
-}
-
-/// The process-wide recorder, installed on first use (tests build many apps in one process).
-pub fn metrics_handle() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| {
-        let seconds = [
-            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-        ];
-        let recorder = PrometheusBuilder::new()
-            .set_buckets(&seconds)
-            .map(PrometheusBuilder::build_recorder)
-            .unwrap_or_else(|_| PrometheusBuilder::new().build_recorder());
-        let handle = recorder.handle();
-        if metrics::set_global_recorder(recorder).is_err() {
-            tracing::warn!("a metrics recorder was already installed");
-        }
-        handle
-    })
 }

@@ -11,6 +11,7 @@ use super::assemble::Assembler;
 use super::error::LlmError;
 use super::provider::{AnsweredByFallback, Completion, CompletionRequest, Fragment, Provider};
 use super::registry::{Api, ModelConfig};
+use crate::meters::Handles;
 
 /// The providers, chosen per model, and the bounds every call gets.
 pub struct Llm {
@@ -188,28 +189,55 @@ impl Llm {
 }
 
 fn record_metrics(model: &str, elapsed: Duration, result: &Result<Completion, LlmError>) {
-    let model = model.to_owned();
-    metrics::histogram!("triage_llm_call_duration_seconds", "model" => model.clone())
-        .record(elapsed.as_secs_f64());
+    static CALLS: Handles<String, Arc<CallMeters>> = Handles::new();
+    let meters = CALLS.get(model, || Arc::new(CallMeters::register(model)));
+    meters.duration.record(elapsed.as_secs_f64());
     match result {
         Ok(c) => {
-            metrics::counter!("triage_llm_calls_total", "model" => model.clone(), "outcome" => "ok").increment(1);
+            meters.ok.increment(1);
             if let Some(u) = c.usage {
-                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "prompt")
-                    .increment(u.prompt_tokens);
-                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "completion")
-                    .increment(u.completion_tokens);
+                meters.prompt_tokens.increment(u.prompt_tokens);
+                meters.completion_tokens.increment(u.completion_tokens);
                 // Of the prompt tokens, those read from and written to a prompt cache.
-                metrics::counter!("triage_llm_tokens_total", "model" => model.clone(), "kind" => "cache_read")
+                meters
+                    .cache_read_tokens
                     .increment(u.cache_read_input_tokens);
-                metrics::counter!("triage_llm_tokens_total", "model" => model, "kind" => "cache_creation")
+                meters
+                    .cache_creation_tokens
                     .increment(u.cache_creation_input_tokens);
             }
         }
         Err(e) => {
-            metrics::counter!("triage_llm_calls_total", "model" => model.clone(), "outcome" => "error").increment(1);
-            metrics::counter!("triage_llm_errors_total", "model" => model, "kind" => e.kind())
+            meters.failed.increment(1);
+            metrics::counter!("triage_llm_errors_total", "model" => model.to_owned(), "kind" => e.kind())
                 .increment(1);
+        }
+    }
+}
+
+/// One model's call metrics, registered on its first call.
+struct CallMeters {
+    duration: metrics::Histogram,
+    ok: metrics::Counter,
+    failed: metrics::Counter,
+    prompt_tokens: metrics::Counter,
+    completion_tokens: metrics::Counter,
+    cache_read_tokens: metrics::Counter,
+    cache_creation_tokens: metrics::Counter,
+}
+
+impl CallMeters {
+    fn register(model: &str) -> CallMeters {
+        let tokens = |kind: &'static str| metrics::counter!("triage_llm_tokens_total", "model" => model.to_owned(), "kind" => kind);
+        let calls = |outcome: &'static str| metrics::counter!("triage_llm_calls_total", "model" => model.to_owned(), "outcome" => outcome);
+        CallMeters {
+            duration: metrics::histogram!("triage_llm_call_duration_seconds", "model" => model.to_owned()),
+            ok: calls("ok"),
+            failed: calls("error"),
+            prompt_tokens: tokens("prompt"),
+            completion_tokens: tokens("completion"),
+            cache_read_tokens: tokens("cache_read"),
+            cache_creation_tokens: tokens("cache_creation"),
         }
     }
 }

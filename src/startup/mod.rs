@@ -282,7 +282,7 @@ impl Application {
             );
         }
         let conversations = open_conversations(&settings, agent.clone()).await?;
-        let _ = crate::http::ops::metrics_handle();
+        let _ = crate::meters::recorder();
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let capacity = start_capacity(server);
         let secs = Duration::from_secs_f64;
