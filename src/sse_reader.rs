@@ -129,13 +129,13 @@ impl SseDecoder {
     /// `TooLarge` when the event being read has passed the bound.
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, usize> {
         loop {
-            if self.after_cr && self.piece.first() == Some(&b'\n') {
-                self.piece.advance(1);
-            }
             if self.piece.is_empty() {
                 return Ok(None);
             }
-            self.after_cr = false;
+            if std::mem::take(&mut self.after_cr) && self.piece[0] == b'\n' {
+                self.piece.advance(1);
+                continue;
+            }
             let Some(end) = memchr::memchr2(b'\n', b'\r', &self.piece) else {
                 // No line end: keep the start of the line for the next piece.
                 if self.event_bytes + self.partial.len() + self.piece.len() > self.max_event_bytes {

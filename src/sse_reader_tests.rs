@@ -80,6 +80,13 @@ fn every_line_ending_and_every_cut_gives_the_same_events() {
 }
 
 #[test]
+fn a_crlf_split_before_its_lf_ends_one_line() {
+    // The LF of a CRLF arrives alone; the next LF is the blank line that ends the event.
+    let got = events_of(b"data: a\r\n\ndata: b\r\n\n", &[8, 9, 10], 1 << 20);
+    assert_eq!(got, Ok(vec![event("message", "a", ""), event("message", "b", "")]));
+}
+
+#[test]
 fn an_id_with_nul_is_ignored_and_names_are_made_text() {
     let got = events_of(
         b"id: 1\ndata: a\n\nid: 2\0\nevent: \xFFx\ndata: b\n\n",
