@@ -83,7 +83,10 @@ fn every_line_ending_and_every_cut_gives_the_same_events() {
 fn a_crlf_split_before_its_lf_ends_one_line() {
     // The LF of a CRLF arrives alone; the next LF is the blank line that ends the event.
     let got = events_of(b"data: a\r\n\ndata: b\r\n\n", &[8, 9, 10], 1 << 20);
-    assert_eq!(got, Ok(vec![event("message", "a", ""), event("message", "b", "")]));
+    assert_eq!(
+        got,
+        Ok(vec![event("message", "a", ""), event("message", "b", "")])
+    );
 }
 
 #[test]

@@ -106,8 +106,19 @@ async fn handle(
 
 /// What the request carries that triage does not read: unknown top-level fields and unknown
 /// `behavior_controls` keys, as sentences for `metadata.warnings`.
+/// Only names are read: values are skipped, not built (a `Value` of the whole body copied
+/// every message of a long history once more).
 fn ignored_fields(bytes: &[u8]) -> Vec<String> {
-    let Ok(serde_json::Value::Object(body)) = serde_json::from_slice(bytes) else {
+    use std::collections::BTreeMap;
+
+    use serde::de::IgnoredAny;
+
+    #[derive(serde::Deserialize)]
+    struct Controls {
+        #[serde(default)]
+        behavior_controls: Option<BTreeMap<String, IgnoredAny>>,
+    }
+    let Ok(body) = serde_json::from_slice::<BTreeMap<String, IgnoredAny>>(bytes) else {
         return Vec::new();
     };
     let known = known_fields();
@@ -116,7 +127,11 @@ fn ignored_fields(bytes: &[u8]) -> Vec<String> {
         .filter(|k| !known.contains(k.as_str()))
         .map(|k| format!("unknown request field `{k}` ignored"))
         .collect();
-    if let Some(serde_json::Value::Object(controls)) = body.get("behavior_controls") {
+    // The body parsed as a `ChatRequest` already; this only lists the controls' names.
+    if let Ok(Controls {
+        behavior_controls: Some(controls),
+    }) = serde_json::from_slice(bytes)
+    {
         warnings.extend(
             controls
                 .keys()
