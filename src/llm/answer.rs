@@ -122,10 +122,9 @@ impl Transport {
     ) -> BoxStream<'static, Result<String, LlmError>> {
         Box::pin(self.events(response).map(|event| {
             let event = event?;
-            event
-                .text()
+            std::str::from_utf8(event.data())
                 .map(|data| data.trim().to_owned())
-                .ok_or_else(|| LlmError::Protocol("an event's data is not UTF-8".into()))
+                .map_err(|e| LlmError::Protocol(format!("unreadable stream: {e}")))
         }))
     }
 }

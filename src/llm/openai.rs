@@ -128,12 +128,7 @@ impl OpenAiClient {
                     break;
                 }
                 // From the bytes as received: serde_json checks the UTF-8 of what it reads.
-                let chunk: Chunk = serde_json::from_slice(data).map_err(|e| {
-                    LlmError::Protocol(format!(
-                        "malformed chunk ({e}): {}",
-                        String::from_utf8_lossy(&data[..data.len().min(200)])
-                    ))
-                })?;
+                let chunk: Chunk = serde_json::from_slice(data).map_err(|e| malformed(data, &e))?;
                 let fragments = chunk.into_fragments().map_err(|message| LlmError::Upstream {
                     status: 200,
                     message,
@@ -158,6 +153,17 @@ impl OpenAiClient {
             }
         })
     }
+}
+
+/// Why a chunk did not parse: bytes that are not UTF-8, or JSON that is not a chunk.
+fn malformed(data: &[u8], e: &serde_json::Error) -> LlmError {
+    LlmError::Protocol(match std::str::from_utf8(data) {
+        Err(utf8) => format!("unreadable stream: {utf8}"),
+        Ok(text) => format!(
+            "malformed chunk ({e}): {}",
+            text.chars().take(200).collect::<String>()
+        ),
+    })
 }
 
 impl Provider for OpenAiClient {
