@@ -95,7 +95,7 @@ pub struct SseDecoder {
     data: Data,
     name: Option<Bytes>,
     last_id: Option<Bytes>,
-    /// Bytes of the current event's lines so far, for the bound.
+    /// Bytes of the current event's lines as received (line ends aside), for the bound.
     event_bytes: usize,
     max_event_bytes: usize,
     /// The last line ended in CR: an LF first in the next piece belongs to it.
@@ -159,16 +159,19 @@ impl SseDecoder {
     }
 
     fn line(&mut self, mut line: Bytes) -> Result<Option<SseEvent>, usize> {
+        // The bound counts bytes as received, a leading BOM included, exactly as the check on a
+        // line without its end does: so whether an event passes it never depends on where the
+        // body was cut.
+        self.event_bytes += line.len();
+        if self.event_bytes > self.max_event_bytes {
+            return Err(self.max_event_bytes);
+        }
         if std::mem::take(&mut self.at_start) && line.starts_with(b"\xEF\xBB\xBF") {
             line.advance(3);
         }
         if line.is_empty() {
             self.event_bytes = 0;
             return Ok(self.dispatch());
-        }
-        self.event_bytes += line.len();
-        if self.event_bytes > self.max_event_bytes {
-            return Err(self.max_event_bytes);
         }
         let (field, value) = match memchr::memchr(b':', &line) {
             Some(0) => return Ok(None), // a comment
