@@ -106,40 +106,91 @@ async fn handle(
 
 /// What the request carries that triage does not read: unknown top-level fields and unknown
 /// `behavior_controls` keys, as sentences for `metadata.warnings`.
-/// Only names are read: values are skipped, not built (a `Value` of the whole body copied
-/// every message of a long history once more).
+/// One pass over the body that reads names only: values are skipped, not built (a `Value` of
+/// the whole body copied every message of a long history once more).
 fn ignored_fields(bytes: &[u8]) -> Vec<String> {
-    use std::collections::BTreeMap;
+    // The body parsed as a `ChatRequest` already, so a failure here cannot be news.
+    serde_json::from_slice::<IgnoredFields>(bytes)
+        .map(|found| found.0)
+        .unwrap_or_default()
+}
 
-    use serde::de::IgnoredAny;
+struct IgnoredFields(Vec<String>);
 
-    #[derive(serde::Deserialize)]
-    struct Controls {
-        #[serde(default)]
-        behavior_controls: Option<BTreeMap<String, IgnoredAny>>,
+impl<'de> serde::Deserialize<'de> for IgnoredFields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(IgnoredFieldsVisitor)
     }
-    let Ok(body) = serde_json::from_slice::<BTreeMap<String, IgnoredAny>>(bytes) else {
-        return Vec::new();
-    };
-    let known = known_fields();
-    let mut warnings: Vec<String> = body
-        .keys()
-        .filter(|k| !known.contains(k.as_str()))
-        .map(|k| format!("unknown request field `{k}` ignored"))
-        .collect();
-    // The body parsed as a `ChatRequest` already; this only lists the controls' names.
-    if let Ok(Controls {
-        behavior_controls: Some(controls),
-    }) = serde_json::from_slice(bytes)
-    {
-        warnings.extend(
-            controls
-                .keys()
-                .filter(|k| crate::prompt::Section::from_key(k).is_none())
-                .map(|k| format!("unknown behavior_controls key `{k}` ignored")),
-        );
+}
+
+struct IgnoredFieldsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for IgnoredFieldsVisitor {
+    type Value = IgnoredFields;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a chat request")
     }
-    warnings
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<IgnoredFields, A::Error> {
+        use std::collections::BTreeSet;
+
+        use serde::de::IgnoredAny;
+
+        let known = known_fields();
+        let mut fields = BTreeSet::new();
+        let mut controls = BTreeSet::new();
+        while let Some(Name(name)) = map.next_key()? {
+            if name == "behavior_controls" {
+                let names: Option<std::collections::BTreeMap<String, IgnoredAny>> =
+                    map.next_value()?;
+                controls.extend(
+                    names
+                        .into_iter()
+                        .flat_map(|names| names.into_keys())
+                        .filter(|k| crate::prompt::Section::from_key(k).is_none()),
+                );
+            } else {
+                map.next_value::<IgnoredAny>()?;
+                if !known.contains(name.as_ref()) {
+                    fields.insert(name.into_owned());
+                }
+            }
+        }
+        let fields = fields
+            .into_iter()
+            .map(|k| format!("unknown request field `{k}` ignored"));
+        let controls = controls
+            .into_iter()
+            .map(|k| format!("unknown behavior_controls key `{k}` ignored"));
+        Ok(IgnoredFields(fields.chain(controls).collect()))
+    }
+}
+
+/// A field's name, borrowed from the body unless it had escapes (serde's own `Cow` always
+/// copies).
+struct Name<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Name<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NameVisitor;
+        impl<'de> serde::de::Visitor<'de> for NameVisitor {
+            type Value = Name<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E>(self, name: &'de str) -> Result<Name<'de>, E> {
+                Ok(Name(name.into()))
+            }
+            fn visit_str<E>(self, name: &str) -> Result<Name<'de>, E> {
+                Ok(Name(name.to_owned().into()))
+            }
+        }
+        deserializer.deserialize_str(NameVisitor)
+    }
 }
 
 /// The request fields triage reads, found once (serialising a default request each time cost
@@ -174,4 +225,23 @@ fn in_span<S: Stream + Send + 'static>(
         let _entered = span.enter();
         inner.as_mut().poll_next(cx)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ignored_fields_are_named_once_each_in_order_escaped_or_not() {
+        let body = br#"{"zeta":1,"\u0061sk":"q","alpha":{"ask":2},"zeta":3,
+            "behavior_controls":{"z\u007a":true,"style_guide":false,"aa":1},"stream":false}"#;
+        assert_eq!(
+            super::ignored_fields(body),
+            [
+                "unknown request field `alpha` ignored",
+                "unknown request field `zeta` ignored",
+                "unknown behavior_controls key `aa` ignored",
+                "unknown behavior_controls key `zz` ignored",
+            ]
+        );
+        assert!(super::ignored_fields(br#"{"ask":"q","behavior_controls":null}"#).is_empty());
+    }
 }
