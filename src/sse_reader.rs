@@ -130,6 +130,8 @@ impl SseDecoder {
     pub fn next_event(&mut self) -> Result<Option<SseEvent>, usize> {
         loop {
             if self.piece.is_empty() {
+                // Not a slice of a piece that may be large while the next is awaited.
+                self.piece = Bytes::new();
                 return Ok(None);
             }
             if std::mem::take(&mut self.after_cr) && self.piece[0] == b'\n' {
@@ -149,7 +151,12 @@ impl SseDecoder {
                 self.piece.slice(..end)
             } else {
                 self.partial.put_slice(&self.piece[..end]);
-                self.partial.split().freeze()
+                let line = self.partial.split().freeze();
+                // What is left shares the line's buffer: a long line's would stay for good.
+                if self.partial.capacity() > 64 * 1024 {
+                    self.partial = BytesMut::new();
+                }
+                line
             };
             self.piece.advance(end + 1);
             if let Some(event) = self.line(line)? {
@@ -189,7 +196,10 @@ impl SseDecoder {
             b"data" => self.add_data(value),
             b"event" => self.name = Some(decoded(value)),
             // An id with NUL is ignored whole (the standard says so).
-            b"id" if !value.contains(&0) => self.last_id = Some(decoded(value)),
+            // Kept for the rest of the stream: a copy, not a slice of its piece.
+            b"id" if !value.contains(&0) && self.last_id.as_deref() != Some(&value[..]) => {
+                self.last_id = Some(decoded(Bytes::copy_from_slice(&value)));
+            }
             _ => {}
         }
         Ok(None)
@@ -292,3 +302,7 @@ where
 #[cfg(test)]
 #[path = "sse_reader_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sse_reader_hostile_tests.rs"]
+mod hostile_tests;

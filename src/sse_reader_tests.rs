@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use super::*;
 
 /// Every event of `body` fed in pieces cut at `cuts`, as (name, data, id).
-fn events_of(
+pub(super) fn events_of(
     body: &[u8],
     cuts: &[usize],
     max: usize,
@@ -27,7 +27,7 @@ fn events_of(
     Ok(out)
 }
 
-fn event(name: &str, data: &str, id: &str) -> (String, String, String) {
+pub(super) fn event(name: &str, data: &str, id: &str) -> (String, String, String) {
     (name.into(), data.into(), id.into())
 }
 
@@ -231,139 +231,5 @@ proptest! {
         })
         .collect();
         prop_assert_eq!(ours, theirs, "body {:?}", body);
-    }
-}
-
-/// The standard read plainly over the whole body at once, the bound counting each line's bytes
-/// as received (a line the body ends in included): what the decoder must give for every cut.
-fn reference(body: &[u8], max: usize) -> Result<Vec<(String, String, String)>, usize> {
-    let mut lines = Vec::new();
-    let mut rest = body;
-    while let Some(end) = rest.iter().position(|b| *b == b'\n' || *b == b'\r') {
-        lines.push((&rest[..end], true));
-        let crlf = rest[end] == b'\r' && rest.get(end + 1) == Some(&b'\n');
-        rest = &rest[end + if crlf { 2 } else { 1 }..];
-    }
-    lines.push((rest, false));
-    let (mut out, mut data, mut name, mut id) = (Vec::new(), None::<Vec<u8>>, None, None);
-    let mut event_bytes = 0;
-    for (at, (raw, ended)) in lines.into_iter().enumerate() {
-        event_bytes += raw.len();
-        if event_bytes > max {
-            return Err(max);
-        }
-        if !ended {
-            break;
-        }
-        let line = match raw.strip_prefix(b"\xEF\xBB\xBF") {
-            Some(stripped) if at == 0 => stripped,
-            _ => raw,
-        };
-        if line.is_empty() {
-            event_bytes = 0;
-            if let Some(data) = data.take() {
-                out.push((
-                    name.take()
-                        .filter(|n: &String| !n.is_empty())
-                        .unwrap_or_else(|| "message".to_owned()),
-                    String::from_utf8(data).unwrap_or_else(|_| "<bytes>".to_owned()),
-                    id.clone().unwrap_or_default(),
-                ));
-            }
-            name = None;
-            continue;
-        }
-        let (field, value) = match line.iter().position(|b| *b == b':') {
-            Some(0) => continue,
-            Some(colon) => {
-                let value = &line[colon + 1..];
-                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
-            }
-            None => (line, &b""[..]),
-        };
-        let text = || String::from_utf8_lossy(value).into_owned();
-        match field {
-            b"data" => {
-                if let Some(data) = &mut data {
-                    data.push(b'\n');
-                    data.extend_from_slice(value);
-                } else {
-                    data = Some(value.to_vec());
-                }
-            }
-            b"event" => name = Some(text()),
-            b"id" if !value.contains(&0) => id = Some(text()),
-            _ => {}
-        }
-    }
-    Ok(out)
-}
-
-#[test]
-fn every_pair_of_cuts_with_empty_pieces_agrees_with_the_reference() {
-    let body = b"\xEF\xBB\xBFid: 1\r\n: note\rdata: a\r\rdata\n\r\nevent: e\ndata: \xFFb\ndata: c\n\ndata: tail";
-    for max in [8, 9, 10, 1 << 20] {
-        let want = reference(body, max);
-        for a in 0..=body.len() {
-            for b in a..=body.len() {
-                // Cutting twice at one place feeds an empty piece.
-                assert_eq!(
-                    events_of(body, &[a, a, b], max),
-                    want,
-                    "max {max}, cuts {a} {b}"
-                );
-            }
-        }
-    }
-}
-
-#[test]
-fn the_bound_is_exact_whatever_the_cuts_and_counts_a_bom_and_lines_that_store_nothing() {
-    // The largest event's lines: "\u{FEFF}: comment" (12 bytes), "x: unknown" (10), "data: 0123456789" (16).
-    let body = b"\xEF\xBB\xBF: comment\nx: unknown\ndata: 0123456789\n\ndata: next\n\n";
-    let largest = 12 + 10 + 16;
-    for cut in 0..=body.len() {
-        assert_eq!(
-            events_of(body, &[cut], largest).map(|e| e.len()),
-            Ok(2),
-            "at the bound, cut at {cut}"
-        );
-        assert_eq!(
-            events_of(body, &[cut], largest - 1),
-            Err(largest - 1),
-            "one byte over, cut at {cut}"
-        );
-    }
-    // The case a cut used to decide: a BOM and one line, exactly at the bound.
-    let body = b"\xEF\xBB\xBFdata: 0123456789\n\n";
-    for cut in 0..=body.len() {
-        assert_eq!(
-            events_of(body, &[cut], 19).map(|e| e.len()),
-            Ok(1),
-            "cut at {cut}"
-        );
-        assert_eq!(events_of(body, &[cut], 18), Err(18), "cut at {cut}");
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
-    /// Hostile streams (BOMs anywhere, NUL, bytes that are not UTF-8, bare CRs, empty pieces, a
-    /// bound close to the events' sizes) read the same as the plain reference, whatever the cuts.
-    #[test]
-    fn hostile_streams_agree_with_the_reference(
-        tokens in prop::collection::vec(prop::sample::select(vec![
-            &b"data"[..], b"data:", b"data: ", b"event:", b"id: ", b":", b"retry: 1", b"x",
-            b" ", b"\xEF\xBB\xBF", b"\xEF\xBB", b"\0", b"\xFF", b"\xC3", b"\xA9", b"{\"a\":1}",
-            b"\n", b"\r", b"\r\n", b"\n\n",
-        ]), 0..40),
-        cuts in prop::collection::vec(0usize..160, 0..6),
-        max in 0usize..48,
-    ) {
-        let body = tokens.concat();
-        let mut cuts = cuts;
-        cuts.sort_unstable();
-        let max = if max == 47 { 1 << 20 } else { max };
-        prop_assert_eq!(events_of(&body, &cuts, max), reference(&body, max), "body {:?}", body);
     }
 }

@@ -269,6 +269,11 @@ enum Outcome {
 
 type EventStream = std::pin::Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
 
+/// The error event that ends a remote stream this CLI could not read.
+fn stream_failed(description: String) -> StreamEvent {
+    StreamEvent::Error(crate::wire::events::ErrorEvent::new(description, false))
+}
+
 /// Where events come from: the agent in this process, or a running triage.
 enum Source {
     Local(Arc<StatelessChat>),
@@ -348,11 +353,25 @@ impl Source {
             }
             Source::Remote { .. } => {
                 let resp = self.post(&request).await?;
-                let events =
-                    sse_events(resp.bytes_stream(), MAX_FRAME_BYTES).filter_map(|e| async move {
-                        let e = e.ok()?;
-                        StreamEvent::parse(e.name(), e.text()?)
-                    });
+                // A broken or oversized stream ends in an error event naming why; events of
+                // kinds this CLI does not know are skipped.
+                let events = sse_events(resp.bytes_stream(), MAX_FRAME_BYTES)
+                    .scan(false, |failed, e| {
+                        let item = match e {
+                            _ if *failed => return futures::future::ready(None),
+                            Ok(e) => match e.text() {
+                                Some(data) => StreamEvent::parse(e.name(), data),
+                                None => Some(stream_failed(format!(
+                                    "the server sent a `{}` event that is not UTF-8",
+                                    e.name()
+                                ))),
+                            },
+                            Err(e) => Some(stream_failed(format!("the event stream broke: {e}"))),
+                        };
+                        *failed = matches!(item, Some(StreamEvent::Error(_)));
+                        futures::future::ready(Some(item))
+                    })
+                    .filter_map(futures::future::ready);
                 Ok(Box::pin(events))
             }
         }

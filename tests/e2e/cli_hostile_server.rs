@@ -11,6 +11,7 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::cli::{text, triage};
@@ -253,4 +254,77 @@ async fn ask_prints_a_hostile_model_escaped_too() {
     assert_eq!(raw_controls(&text(&out.stdout)), Vec::<char>::new());
     let body: Value = serde_json::from_slice(&out.stdout).expect("still JSON");
     assert_eq!(body["analysis"], EVIL);
+}
+
+#[tokio::test]
+async fn ask_says_why_a_servers_stream_could_not_be_read() {
+    // A frame that is not UTF-8, then a stream that ends inside a frame with no blank line.
+    let app = Router::new().route(
+        "/api/chat",
+        post(|| async {
+            let mut body = b"event: ai_message\ndata: {\"content\": \"\xFF\"}\n\n".to_vec();
+            body.extend_from_slice(b"event: ai_answer_end\ndata: {\"analysis\": \"late\"}\n\n");
+            ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+        }),
+    );
+    let base = serve(app).await;
+    let out = triage(None, &["ask", "--server", &base, "q"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("`ai_message` event that is not UTF-8"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Whatever came after the unreadable frame is not taken for the answer.
+    assert!(!text(&out.stdout).contains("late"), "{}", text(&out.stdout));
+}
+
+#[tokio::test]
+async fn watch_stops_at_an_event_over_its_bound_instead_of_fetching_it_again() {
+    let opens = Arc::new(AtomicUsize::new(0));
+    let counted = opens.clone();
+    // One `data:` line that never ends, made as it is sent (64 MiB is the CLI's bound).
+    let endless = move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let chunk = axum::body::Bytes::from(vec![b'x'; 1 << 20]);
+        let body = futures::stream::once(async { axum::body::Bytes::from_static(b"data: ") })
+            .chain(futures::stream::repeat(chunk).take(80))
+            .map(Ok::<_, std::convert::Infallible>);
+        async move {
+            (
+                [(header::CONTENT_TYPE, "text/event-stream")],
+                axum::body::Body::from_stream(body),
+            )
+        }
+    };
+    let base = serve(
+        Router::new()
+            .route(
+                "/api/conversations/{id}",
+                get(
+                    |axum::extract::Path(id): axum::extract::Path<String>| async move {
+                        axum::Json(info(&id, "running"))
+                    },
+                ),
+            )
+            .route("/api/conversations/{id}/events/stream", get(endless)),
+    )
+    .await;
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        triage(None, &["conversations", "--server", &base, "watch", STORY]),
+    )
+    .await
+    .expect("watch ended");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("exceeded 67108864 bytes"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        opens.load(Ordering::SeqCst),
+        1,
+        "the stream was opened again"
+    );
 }

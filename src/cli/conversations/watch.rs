@@ -19,7 +19,7 @@ use super::super::{EXIT_ERROR, Failure};
 use super::client::{Client, refusal};
 use super::render::{event_text, field};
 use crate::conversations::api::ConversationInfo;
-use crate::sse_reader::{SseEvent, sse_events};
+use crate::sse_reader::{SseError, SseEvent, sse_events};
 
 /// Exit codes of `watch` (and `send --watch`): how the conversation stopped.
 pub const EXIT_FINISHED: u8 = 0;
@@ -111,6 +111,14 @@ impl Follower {
             let next = match tokio::time::timeout(SILENCE, events.next()).await {
                 Err(_) => return Dropped::Broken(format!("nothing for {} s", SILENCE.as_secs())),
                 Ok(None) => return Dropped::Broken("the server ended the stream".into()),
+                // Reconnecting would fetch the same event again: stop and say so.
+                Ok(Some(Err(e @ SseError::TooLarge(_)))) => {
+                    eprintln!(
+                        "triage: the event after {} of conversation {}: {e}",
+                        self.last, self.id
+                    );
+                    return Dropped::Stopped(EXIT_ERROR);
+                }
                 Ok(Some(Err(e))) => return Dropped::Broken(e.to_string()),
                 Ok(Some(Ok(event))) => event,
             };

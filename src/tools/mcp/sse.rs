@@ -78,7 +78,10 @@ impl SseTransport {
             while let Some(event) = events.next().await {
                 let event = event.map_err(|e| format!("event stream: {e}"))?;
                 if event.name() == "endpoint" {
-                    let data = event.text().unwrap_or_default().trim();
+                    let data = event
+                        .text()
+                        .ok_or("the endpoint event is not UTF-8")?
+                        .trim();
                     return base
                         .join(data)
                         .map_err(|e| format!("endpoint '{data}': {e}"));
@@ -107,7 +110,10 @@ impl SseTransport {
                         tracing::warn!(max, "MCP SSE event too large: session ended");
                         return;
                     }
-                    Err(sse_reader::SseError::Body(_)) => return,
+                    Err(sse_reader::SseError::Body(e)) => {
+                        tracing::warn!(error = %e, "MCP SSE stream broke: session ended");
+                        return;
+                    }
                 };
                 if event.name() != "message" {
                     continue;
@@ -170,5 +176,43 @@ impl Transport<RoleClient> for SseTransport {
     async fn close(&mut self) -> Result<(), SseError> {
         self.reader.abort();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server whose event stream is `body`, at its root.
+    async fn serving(body: &'static [u8]) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("address"));
+        let app = axum::Router::new().route(
+            "/",
+            axum::routing::get(
+                move || async move { ([("content-type", "text/event-stream")], body) },
+            ),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn an_endpoint_that_is_not_utf8_is_refused_by_name() {
+        let url = serving(b"event: endpoint\ndata: /messages\xFF\n\n").await;
+        crate::startup::install_crypto_provider();
+        let Err(e) = SseTransport::connect(reqwest::Client::new(), &url, HeaderMap::new()).await
+        else {
+            panic!("connected to an endpoint that is not text");
+        };
+        assert!(e.contains("not UTF-8"), "{e}");
+        let url = serving(b"event: endpoint\ndata: /messages\n\n").await;
+        assert!(
+            SseTransport::connect(reqwest::Client::new(), &url, HeaderMap::new())
+                .await
+                .is_ok()
+        );
     }
 }
