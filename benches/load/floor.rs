@@ -38,6 +38,26 @@ fn proc_ticks(pid: u32) -> u64 {
         .sum()
 }
 
+/// Context switches (voluntary and not) of all of a process's threads so far: each is a thread
+/// parking or being preempted, what a runtime's wake-ups cost beyond the work itself. Threads
+/// that exited are not counted; the servers here keep theirs.
+fn proc_switches(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
 fn tick_ms() -> f64 {
     // SAFETY: sysconf has no preconditions.
     1000.0 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
@@ -217,9 +237,10 @@ async fn concurrent(
         })
         .collect();
     tokio::time::sleep_until(start.into()).await;
-    let ticks = proc_ticks(t.pid);
+    let (ticks, switches) = (proc_ticks(t.pid), proc_switches(t.pid));
     tokio::time::sleep_until(end.into()).await;
     let cpu_ms = (proc_ticks(t.pid) - ticks) as f64 * tick_ms();
+    let switches = proc_switches(t.pid).saturating_sub(switches);
     let (mut lat, mut errors) = (Vec::new(), 0);
     for w in workers {
         if let Ok((l, e)) = w.await {
@@ -233,6 +254,7 @@ async fn concurrent(
         "requests": n, "errors": errors,
         "req_per_s": n as f64 / window.as_secs_f64(),
         "cpu_ms_per_request": cpu_ms / n.max(1) as f64,
+        "switches_per_request": switches as f64 / n.max(1) as f64,
         "p50_us": pct(&lat, 50.0), "p99_us": pct(&lat, 99.0),
     })
 }
@@ -323,14 +345,14 @@ pub fn print(r: &Value) {
         r["loadavg_after"].as_str().unwrap_or("")
     );
     println!(
-        "| kind | c | triage CPU ms/req | proxy CPU ms/req | CPU × | triage added p50 µs | proxy added p50 µs | added × | triage added/iter p50 µs | triage p50 µs | proxy p50 µs | triage req/s | proxy req/s | errors |"
+        "| kind | c | triage CPU ms/req | proxy CPU ms/req | CPU × | triage added p50 µs | proxy added p50 µs | added × | triage added/iter p50 µs | triage p50 µs | proxy p50 µs | triage req/s | proxy req/s | errors | switches/req triage / proxy |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let f = super::f;
     for row in r["rows"].as_array().into_iter().flatten() {
         let (t, p) = (&row["triage"], &row["proxy"]);
         println!(
-            "| {} | 1 | {} | {} | {} | {} | {} | {} | {} | {} | {} | | | {} |",
+            "| {} | 1 | {} | {} | {} | {} | {} | {} | {} | {} | {} | | | {} | |",
             row["kind"].as_str().unwrap_or(""),
             f(&t["c1"]["cpu_ms_per_request"]),
             f(&p["c1"]["cpu_ms_per_request"]),
@@ -344,7 +366,7 @@ pub fn print(r: &Value) {
             t["c1"]["errors"].as_u64().unwrap_or(0) + p["c1"]["errors"].as_u64().unwrap_or(0),
         );
         println!(
-            "| {} | 64 | {} | {} | {} | | | | | {} | {} | {} | {} | {} |",
+            "| {} | 64 | {} | {} | {} | | | | | {} | {} | {} | {} | {} | {} / {} |",
             row["kind"].as_str().unwrap_or(""),
             f(&t["c64"]["cpu_ms_per_request"]),
             f(&p["c64"]["cpu_ms_per_request"]),
@@ -354,6 +376,8 @@ pub fn print(r: &Value) {
             f(&t["c64"]["req_per_s"]),
             f(&p["c64"]["req_per_s"]),
             t["c64"]["errors"].as_u64().unwrap_or(0) + p["c64"]["errors"].as_u64().unwrap_or(0),
+            f(&t["c64"]["switches_per_request"]),
+            f(&p["c64"]["switches_per_request"]),
         );
     }
 }
