@@ -91,7 +91,7 @@ async fn handle(
     match tokio::time::timeout(state.deadline, answer).await {
         Ok(Ok(mut response)) => {
             response.metadata.warnings = warnings;
-            Ok(axum::Json(response).into_response())
+            Ok(json_response(&response))
         }
         Ok(Err(e)) => Ok(run_error_response(e)),
         Err(_) => Err(ApiError::new(
@@ -202,6 +202,33 @@ fn known_fields() -> &'static std::collections::HashSet<String> {
         Ok(serde_json::Value::Object(fields)) => fields.into_iter().map(|(k, _)| k).collect(),
         _ => std::collections::HashSet::new(),
     })
+}
+
+/// The answer as JSON, written into a buffer sized like the last one. An answer carries the
+/// whole conversation (system prompt included), tens of KiB: grown from axum's 128 bytes it
+/// was reallocated about eight times, each a chance to contend for the allocator's locks
+/// with the other worker (BENCHMARKS.md, session 12).
+fn json_response(response: &crate::wire::ChatResponse) -> Response {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static LAST_LEN: AtomicUsize = AtomicUsize::new(16 * 1024);
+    let last = LAST_LEN.load(Ordering::Relaxed);
+    let mut body = Vec::with_capacity(last + last / 8);
+    if let Err(e) = serde_json::to_writer(&mut body, response) {
+        return ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the answer could not be written as JSON: {e}"),
+        )
+        .into_response();
+    }
+    LAST_LEN.store(body.len(), Ordering::Relaxed);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 /// The final event carries the request's warnings in its metadata.

@@ -26,11 +26,20 @@ pub(crate) struct Assembler {
     usage: Option<Usage>,
 }
 
+/// Appends one streamed piece, starting with room for a short answer: grown from the first
+/// piece's size, a few hundred bytes took several reallocations.
+fn append(to: &mut String, piece: &str) {
+    if to.capacity() == 0 {
+        to.reserve(piece.len().max(1024));
+    }
+    to.push_str(piece);
+}
+
 impl Assembler {
     pub fn push(&mut self, fragment: Fragment) -> Result<(), String> {
         match fragment {
-            Fragment::Text(t) => self.content.push_str(&t),
-            Fragment::Reasoning(r) => self.reasoning.push_str(&r),
+            Fragment::Text(t) => append(&mut self.content, &t),
+            Fragment::Reasoning(r) => append(&mut self.reasoning, &r),
             Fragment::ToolCall(call) => self.push_call(call)?,
             Fragment::ThinkingBlock(block) => {
                 // The text streamed as reasoning; signatures and redacted data count here.
