@@ -6,6 +6,7 @@
 //! docs/architecture.md.
 
 pub mod agent;
+pub mod allocator;
 pub mod cli;
 pub mod config;
 pub mod context;

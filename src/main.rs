@@ -54,6 +54,7 @@ struct ServeFlags {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    triage::allocator::configure();
     let cli = Cli::parse();
     let default_level = if matches!(cli.command, Command::Serve(_)) {
         "info"
@@ -72,7 +73,11 @@ fn main() -> ExitCode {
         settings.server.host = flags.host.clone().unwrap_or(settings.server.host);
         settings.server.port = flags.port.unwrap_or(settings.server.port);
     }
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(triage::allocator::on_worker_park)
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("triage: cannot start the runtime: {e}");

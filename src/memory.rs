@@ -15,7 +15,7 @@ pub fn protect_process_memory() {
 }
 
 /// Hands back what the process holds but does not use: heap pages freed after a burst or
-/// after building the encodings and prompts (glibc keeps them until told), and the binary's
+/// after building the encodings and prompts (the allocator keeps them until told), and the binary's
 /// code and constant pages. The binary is large (45 MB of code and constants); start-up and
 /// a burst run code from all over it, start-up reads the embedded vocabularies once, and the
 /// kernel maps up to 16 neighbouring pages on each fault (fault-around). Without this, an idle
@@ -26,14 +26,7 @@ pub fn release_unused() {
     release_code_pages();
 }
 
-/// Returns the heap's free pages to the kernel.
-pub fn trim_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no live data.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
+pub use crate::allocator::trim_heap;
 
 /// Unmaps the pages of the binary's read-only mappings (code, constants) that hold nothing
 /// but the file's own bytes. The pages stay in the page cache; a page serving needs is mapped
