@@ -283,12 +283,23 @@ async fn read_at_most(response: reqwest::Response, limit: usize) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// A request body as JSON, held in exactly its size: serde_json grows its buffer by doubling,
-/// and with thousands of calls opening at once the unused half of every body adds up.
+/// A request body as JSON, written into a buffer sized like the last body: grown from
+/// serde_json's 128 bytes, a body of tens of KiB (system prompt, tools, history) took about
+/// eight reallocations, each a chance to wait for the allocator's lock held by the other
+/// worker (BENCHMARKS.md, session 12). A body much smaller than the guess is cut to its size:
+/// with thousands of calls open at once, unused room adds up.
 pub fn json_body(value: &impl serde::Serialize) -> Result<bytes::Bytes, LlmError> {
-    serde_json::to_vec(value)
-        .map(|body| bytes::Bytes::from(body.into_boxed_slice()))
-        .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static LAST_LEN: AtomicUsize = AtomicUsize::new(8 * 1024);
+    let last = LAST_LEN.load(Ordering::Relaxed);
+    let mut body = Vec::with_capacity(last + last / 8);
+    serde_json::to_writer(&mut body, value)
+        .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
+    LAST_LEN.store(body.len(), Ordering::Relaxed);
+    if body.capacity() - body.len() > body.len() / 4 {
+        body.shrink_to_fit();
+    }
+    Ok(bytes::Bytes::from(body))
 }
 
 /// Idle pooled connections are closed after this; below uvicorn's (LiteLLM's) 5 s keep-alive.
