@@ -286,8 +286,8 @@ async fn read_at_most(response: reqwest::Response, limit: usize) -> String {
 /// A request body as JSON, written into a buffer sized like the last body: grown from
 /// serde_json's 128 bytes, a body of tens of KiB (system prompt, tools, history) took about
 /// eight reallocations, each a chance to wait for the allocator's lock held by the other
-/// worker (BENCHMARKS.md, session 12). A body much smaller than the guess is cut to its size:
-/// with thousands of calls open at once, unused room adds up.
+/// worker (BENCHMARKS.md, session 12). The body is then held in exactly its size: with
+/// thousands of calls open at once, unused room adds up.
 pub fn json_body(value: &impl serde::Serialize) -> Result<bytes::Bytes, LlmError> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static LAST_LEN: AtomicUsize = AtomicUsize::new(8 * 1024);
@@ -296,9 +296,8 @@ pub fn json_body(value: &impl serde::Serialize) -> Result<bytes::Bytes, LlmError
     serde_json::to_writer(&mut body, value)
         .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
     LAST_LEN.store(body.len(), Ordering::Relaxed);
-    if body.capacity() - body.len() > body.len() / 4 {
-        body.shrink_to_fit();
-    }
+    // Cut in place, on the thread that allocated it.
+    body.shrink_to_fit();
     Ok(bytes::Bytes::from(body))
 }
 
