@@ -87,6 +87,12 @@ async fn serve(app: Router) -> String {
     base
 }
 
+/// The CLI exited 1 with `needle` in what it told the user.
+fn fails_saying(out: &std::process::Output, needle: &str) {
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(needle), "{}", text(&out.stderr));
+}
+
 fn sse(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
 }
@@ -207,12 +213,7 @@ async fn a_hostile_server_cannot_write_to_the_terminal_or_take_the_key_elsewhere
     );
 
     let out = cli(&["pause", STORY]).await;
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out.stderr).contains("HTTP 302"),
-        "{}",
-        text(&out.stderr)
-    );
+    fails_saying(&out, "HTTP 302");
     assert_eq!(
         stolen.load(Ordering::SeqCst),
         0,
@@ -269,12 +270,7 @@ async fn ask_says_why_a_servers_stream_could_not_be_read() {
     );
     let base = serve(app).await;
     let out = triage(None, &["ask", "--server", &base, "q"]).await;
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("`ai_message` event that is not UTF-8"),
-        "{}",
-        text(&out.stderr)
-    );
+    fails_saying(&out, "`ai_message` event that is not UTF-8");
     // Whatever came after the unreadable frame is not taken for the answer.
     assert!(!text(&out.stdout).contains("late"), "{}", text(&out.stdout));
 }
@@ -316,12 +312,7 @@ async fn watch_stops_at_an_event_over_its_bound_instead_of_fetching_it_again() {
     )
     .await
     .expect("watch ended");
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("exceeded 67108864 bytes"),
-        "{}",
-        text(&out.stderr)
-    );
+    fails_saying(&out, "exceeded 67108864 bytes");
     assert_eq!(
         opens.load(Ordering::SeqCst),
         1,
