@@ -204,15 +204,11 @@ fn known_fields() -> &'static std::collections::HashSet<String> {
     })
 }
 
-/// The answer as JSON, written into a buffer sized like the last one. An answer carries the
-/// whole conversation (system prompt included), tens of KiB: grown from axum's 128 bytes it
-/// was reallocated about eight times, each a chance to contend for the allocator's locks
-/// with the other worker (BENCHMARKS.md, session 12).
+/// The answer as JSON, in a buffer started at the last answer's size (`size_hint`): an
+/// answer carries the whole conversation.
 fn json_response(response: &crate::wire::ChatResponse) -> Response {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static LAST_LEN: AtomicUsize = AtomicUsize::new(16 * 1024);
-    let last = LAST_LEN.load(Ordering::Relaxed);
-    let mut body = Vec::with_capacity(last + last / 8);
+    static ANSWER: crate::size_hint::SizeHint = crate::size_hint::SizeHint::new(16 * 1024);
+    let mut body = ANSWER.buffer();
     if let Err(e) = serde_json::to_writer(&mut body, response) {
         return ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -220,7 +216,7 @@ fn json_response(response: &crate::wire::ChatResponse) -> Response {
         )
         .into_response();
     }
-    LAST_LEN.store(body.len(), Ordering::Relaxed);
+    ANSWER.learn(body.len());
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -12,26 +12,23 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
 use super::ShutdownWatch;
+use crate::size_hint::SizeHint;
 use crate::wire::StreamEvent;
 use crate::wire::events::ErrorEvent;
 
 pub const KEEPALIVE_FRAME: &[u8] = b": keep-alive\n\n";
 
-/// One SSE frame. The final frame carries the whole conversation, tens of KiB: it starts
-/// with room for the last one's size rather than growing from 128 bytes through about eight
-/// reallocations (BENCHMARKS.md, session 12).
+/// One SSE frame. The final frame carries the whole conversation: it starts with room for the
+/// last one's size (`size_hint`).
 pub fn encode(event: &StreamEvent) -> Bytes {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static LAST_END_LEN: AtomicUsize = AtomicUsize::new(16 * 1024);
+    static END_FRAME: SizeHint = SizeHint::new(16 * 1024);
     let name = event.name();
     let is_end = matches!(event, StreamEvent::AnswerEnd(_));
-    let capacity = if is_end {
-        let last = LAST_END_LEN.load(Ordering::Relaxed);
-        last + last / 8
+    let mut buf = if is_end {
+        END_FRAME.buffer()
     } else {
-        128
+        Vec::with_capacity(128)
     };
-    let mut buf = Vec::with_capacity(capacity);
     buf.extend_from_slice(b"event: ");
     buf.extend_from_slice(name.as_bytes());
     buf.extend_from_slice(b"\ndata: ");
@@ -48,7 +45,7 @@ pub fn encode(event: &StreamEvent) -> Bytes {
     }
     buf.extend_from_slice(b"\n\n");
     if is_end {
-        LAST_END_LEN.store(buf.len(), Ordering::Relaxed);
+        END_FRAME.learn(buf.len());
     }
     Bytes::from(buf)
 }

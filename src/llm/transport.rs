@@ -283,19 +283,14 @@ async fn read_at_most(response: reqwest::Response, limit: usize) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// A request body as JSON, written into a buffer sized like the last body: grown from
-/// serde_json's 128 bytes, a body of tens of KiB (system prompt, tools, history) took about
-/// eight reallocations, each a chance to wait for the allocator's lock held by the other
-/// worker (BENCHMARKS.md, session 12). The body is then held in exactly its size: with
-/// thousands of calls open at once, unused room adds up.
+/// A request body as JSON, in a buffer started at the last body's size (`size_hint`), then
+/// held in exactly its size: with thousands of calls open at once, unused room adds up.
 pub fn json_body(value: &impl serde::Serialize) -> Result<bytes::Bytes, LlmError> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static LAST_LEN: AtomicUsize = AtomicUsize::new(8 * 1024);
-    let last = LAST_LEN.load(Ordering::Relaxed);
-    let mut body = Vec::with_capacity(last + last / 8);
+    static BODY: crate::size_hint::SizeHint = crate::size_hint::SizeHint::new(8 * 1024);
+    let mut body = BODY.buffer();
     serde_json::to_writer(&mut body, value)
         .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
-    LAST_LEN.store(body.len(), Ordering::Relaxed);
+    BODY.learn(body.len());
     // Cut in place, on the thread that allocated it.
     body.shrink_to_fit();
     Ok(bytes::Bytes::from(body))
