@@ -12,7 +12,8 @@
 //! thread's heap: an idle server held 100 MiB and kept most of a burst. So here: no huge
 //! pages, free pages purged at once, and the heaps collected when the server goes idle. A
 //! thread's heap can only be collected by that thread, so `trim_heap` raises a flag and each
-//! runtime worker collects its own heap the next time it runs out of work (`on_worker_park`).
+//! runtime worker collects its own heap the next time it parks (`on_worker_park`): at once for
+//! a worker that was busy, at its next wake-up (a request, a timer) for one already asleep.
 
 #[cfg(feature = "mimalloc")]
 mod chosen {
@@ -47,9 +48,9 @@ mod chosen {
         }
         #[cfg(target_os = "linux")]
         if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
-            // SAFETY: prctl(PR_SET_THP_DISABLE, 1) changes a flag of this process (and of the
-            // children it starts, which lose nothing by it) and nothing else. The kernel applies
-            // it to every mapping, those made before `main` included.
+            // SAFETY: prctl(PR_SET_THP_DISABLE, 1) changes a flag of this process and nothing
+            // else. The kernel applies it to every mapping, those made before `main` included.
+            // Children inherit it: tools are short commands, for which huge pages matter little.
             unsafe {
                 libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
             }
@@ -57,8 +58,26 @@ mod chosen {
     }
 
     pub fn trim_heap() {
+        // Over the memory budget the sampler trims every tick; a forced collect on every
+        // worker ten times a second would delay the work it is short of memory for.
+        let now = coarse_ms();
+        let last = LAST_TRIM_MS.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < MIN_TRIM_INTERVAL_MS {
+            return;
+        }
+        LAST_TRIM_MS.store(now.max(1), Ordering::Relaxed);
         TRIMS.fetch_add(1, Ordering::Relaxed);
         collect_here();
+    }
+
+    const MIN_TRIM_INTERVAL_MS: u64 = 1000;
+    static LAST_TRIM_MS: AtomicU64 = AtomicU64::new(0);
+
+    /// Milliseconds since the first call: only differences matter.
+    fn coarse_ms() -> u64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let start = START.get_or_init(std::time::Instant::now);
+        u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     pub fn on_worker_park() {

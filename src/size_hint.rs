@@ -24,9 +24,13 @@ impl SizeHint {
         Vec::with_capacity((last + last / 8).min(MAX_START))
     }
 
-    /// Remembers a finished buffer's size for the next.
-    pub fn learn(&self, len: usize) {
-        self.0.store(len, Ordering::Relaxed);
+    /// Remembers a finished buffer's size for the next, and cuts it to that size (in place,
+    /// on the thread that allocated it): a small answer after a large one would otherwise hold
+    /// the large one's room for as long as a slow client takes to read it.
+    pub fn finish(&self, mut buffer: Vec<u8>) -> Vec<u8> {
+        self.0.store(buffer.len(), Ordering::Relaxed);
+        buffer.shrink_to_fit();
+        buffer
     }
 }
 
@@ -35,12 +39,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_buffer_has_room_for_the_last_and_no_more_than_the_cap() {
+    fn a_buffer_has_room_for_the_last_no_more_than_the_cap_and_ends_at_its_size() {
         let hint = SizeHint::new(1000);
         assert!(hint.buffer().capacity() >= 1125);
-        hint.learn(40_000);
+        let finished = hint.finish(vec![b'x'; 40_000]);
+        assert_eq!(finished.capacity(), 40_000);
         assert!(hint.buffer().capacity() >= 45_000);
-        hint.learn(50 << 20);
+        hint.finish(vec![b'x'; 50 << 20]);
         assert!(hint.buffer().capacity() < 1 << 20);
+        let mut small = hint.buffer();
+        small.extend_from_slice(b"short");
+        assert_eq!(hint.finish(small).capacity(), 5);
     }
 }

@@ -74,6 +74,9 @@ pub enum SseError<E> {
     TooLarge(usize),
 }
 
+/// A buffer for lines split across pieces is kept for the next one up to this size.
+const KEEP_LINE_BUFFER: usize = 64 * 1024;
+
 /// The data of the event being read.
 #[derive(Debug, Default)]
 enum Data {
@@ -151,12 +154,14 @@ impl SseDecoder {
                 self.piece.slice(..end)
             } else {
                 self.partial.put_slice(&self.piece[..end]);
-                let line = self.partial.split().freeze();
-                // What is left shares the line's buffer: a long line's would stay for good.
-                if self.partial.capacity() > 64 * 1024 {
-                    self.partial = BytesMut::new();
+                // A split-off line shares its buffer with what is left, which owns it all once
+                // the line is dropped: a long line's buffer goes with the line instead of
+                // staying for the rest of the stream.
+                if self.partial.capacity() > KEEP_LINE_BUFFER {
+                    std::mem::take(&mut self.partial).freeze()
+                } else {
+                    self.partial.split().freeze()
                 }
-                line
             };
             self.piece.advance(end + 1);
             if let Some(event) = self.line(line)? {

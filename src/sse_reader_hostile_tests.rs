@@ -354,8 +354,12 @@ fn a_long_line_over_pieces_leaves_no_large_buffer_behind() {
         let event = decoder.next_event().expect("ok").expect("an event");
         assert_eq!(event.data().len(), pieces * size + 1);
         drop(event);
+        // Once the line is gone, what is left may reclaim the line's whole buffer: growing it
+        // past its spare room shows how much it holds.
+        let spare = decoder.partial.capacity();
+        decoder.partial.reserve(spare + 1);
         assert!(
-            decoder.partial.capacity() <= 64 * 1024,
+            decoder.partial.capacity() <= 2 * KEEP_LINE_BUFFER + 1,
             "{pieces} pieces of {size}: {} bytes kept for the next line",
             decoder.partial.capacity()
         );

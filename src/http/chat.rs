@@ -216,7 +216,7 @@ fn json_response(response: &crate::wire::ChatResponse) -> Response {
         )
         .into_response();
     }
-    ANSWER.learn(body.len());
+    let body = ANSWER.finish(body);
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -45,7 +45,7 @@ pub fn encode(event: &StreamEvent) -> Bytes {
     }
     buf.extend_from_slice(b"\n\n");
     if is_end {
-        END_FRAME.learn(buf.len());
+        buf = END_FRAME.finish(buf);
     }
     Bytes::from(buf)
 }

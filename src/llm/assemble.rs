@@ -98,7 +98,11 @@ impl Assembler {
     }
 
     pub fn finish(self) -> Completion {
-        let non_empty = |s: String| (!s.is_empty()).then_some(s);
+        // Text started with room for a short answer (`append`): held only for what it is.
+        let non_empty = |mut s: String| {
+            s.shrink_to_fit();
+            (!s.is_empty()).then_some(s)
+        };
         let mut seen = std::collections::HashSet::new();
         Completion {
             content: non_empty(self.content),

@@ -290,10 +290,7 @@ pub fn json_body(value: &impl serde::Serialize) -> Result<bytes::Bytes, LlmError
     let mut body = BODY.buffer();
     serde_json::to_writer(&mut body, value)
         .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
-    BODY.learn(body.len());
-    // Cut in place, on the thread that allocated it.
-    body.shrink_to_fit();
-    Ok(bytes::Bytes::from(body))
+    Ok(bytes::Bytes::from(BODY.finish(body)))
 }
 
 /// Idle pooled connections are closed after this; below uvicorn's (LiteLLM's) 5 s keep-alive.
