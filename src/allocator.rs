@@ -19,6 +19,8 @@
 mod chosen {
     use std::cell::Cell;
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Mutex, PoisonError};
+    use std::time::{Duration, Instant};
 
     use libmimalloc_sys as mi;
 
@@ -60,25 +62,17 @@ mod chosen {
     pub fn trim_heap() {
         // Over the memory budget the sampler trims every tick; a forced collect on every
         // worker ten times a second would delay the work it is short of memory for.
-        let now = coarse_ms();
-        let last = LAST_TRIM_MS.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < MIN_TRIM_INTERVAL_MS {
+        static LAST_TRIM: Mutex<Option<Instant>> = Mutex::new(None);
+        let mut last = LAST_TRIM.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.is_some_and(|at| at.elapsed() < MIN_TRIM_INTERVAL) {
             return;
         }
-        LAST_TRIM_MS.store(now.max(1), Ordering::Relaxed);
+        *last = Some(Instant::now());
         TRIMS.fetch_add(1, Ordering::Relaxed);
         collect_here();
     }
 
-    const MIN_TRIM_INTERVAL_MS: u64 = 1000;
-    static LAST_TRIM_MS: AtomicU64 = AtomicU64::new(0);
-
-    /// Milliseconds since the first call: only differences matter.
-    fn coarse_ms() -> u64 {
-        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        let start = START.get_or_init(std::time::Instant::now);
-        u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
+    const MIN_TRIM_INTERVAL: Duration = Duration::from_secs(1);
 
     pub fn on_worker_park() {
         if COLLECTED_AT.get() != TRIMS.load(Ordering::Relaxed) {

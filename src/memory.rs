@@ -15,18 +15,17 @@ pub fn protect_process_memory() {
 }
 
 /// Hands back what the process holds but does not use: heap pages freed after a burst or
-/// after building the encodings and prompts (the allocator keeps them until told), and the binary's
-/// code and constant pages. The binary is large (45 MB of code and constants); start-up and
-/// a burst run code from all over it, start-up reads the embedded vocabularies once, and the
-/// kernel maps up to 16 neighbouring pages on each fault (fault-around). Without this, an idle
-/// server counts 20–25 MiB of its own binary as resident, most of which it does not run.
+/// after building the encodings and prompts (the allocator keeps them until told), and the
+/// binary's code and constant pages. The binary is large (45 MB of code and constants);
+/// start-up and a burst run code from all over it, start-up reads the embedded vocabularies
+/// once, and the kernel maps up to 16 neighbouring pages on each fault (fault-around). Without
+/// this, an idle server counts 20–25 MiB of its own binary as resident, most of which it does
+/// not run.
 pub fn release_unused() {
-    trim_heap();
+    crate::allocator::trim_heap();
     #[cfg(target_os = "linux")]
     release_code_pages();
 }
-
-pub use crate::allocator::trim_heap;
 
 /// Unmaps the pages of the binary's read-only mappings (code, constants) that hold nothing
 /// but the file's own bytes. The pages stay in the page cache; a page serving needs is mapped

@@ -116,7 +116,7 @@ impl Capacity {
                     let _ = tokio::task::spawn_blocking(crate::memory::release_unused).await;
                 } else if over {
                     // Code pages are not the heap: dropping them every tick would only refault.
-                    let _ = tokio::task::spawn_blocking(crate::memory::trim_heap).await;
+                    let _ = tokio::task::spawn_blocking(crate::allocator::trim_heap).await;
                 }
                 if busy || pool_drained {
                     idle_since = None;
