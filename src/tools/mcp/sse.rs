@@ -13,7 +13,7 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::mpsc;
 
-use crate::sse_reader::{self, sse_events};
+use crate::sse_reader::sse_events;
 
 /// How long the server has to name its message endpoint.
 const ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,12 +106,9 @@ impl SseTransport {
             while let Some(event) = events.next().await {
                 let event = match event {
                     Ok(event) => event,
-                    Err(sse_reader::SseError::TooLarge(max)) => {
-                        tracing::warn!(max, "MCP SSE event too large: session ended");
-                        return;
-                    }
-                    Err(sse_reader::SseError::Body(e)) => {
-                        tracing::warn!(error = %e, "MCP SSE stream broke: session ended");
+                    // An event over the bound or a broken body: the error says which.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "MCP SSE stream unreadable: session ended");
                         return;
                     }
                 };
