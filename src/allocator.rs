@@ -1,19 +1,19 @@
 //! The heap allocator, and handing its free memory back to the system.
 //!
 //! The default build uses the system's malloc: it holds the least memory at idle and per open
-//! stream. Its cost is CPU: two runtime workers contend for glibc's arena locks whenever one
-//! frees a large block the other allocated, which a request does all the time (its task moves
-//! between workers; the LLM connection's task runs on either), about one futex sleep and
-//! wake-up per request (BENCHMARKS.md, session 12).
+//! stream. glibc's arena locks cost CPU when one thread frees a large block another allocated;
+//! serving each connection on one thread (`shards`) keeps a request's blocks on its thread
+//! (BENCHMARKS.md, sessions 12 and 13).
 //!
-//! The `mimalloc` feature frees across threads without a lock, for replicas bound by requests
-//! per second. Out of the box mimalloc backs its arenas with transparent huge pages (a 2 MiB
+//! The `mimalloc` feature frees across threads without a lock and allocates faster. Out of the
+//! box mimalloc backs its arenas with transparent huge pages (a 2 MiB
 //! page is resident as a whole), purges free pages a second late and keeps them in each
 //! thread's heap: an idle server held 100 MiB and kept most of a burst. So here: no huge
 //! pages, free pages purged at once, and the heaps collected when the server goes idle. A
 //! thread's heap can only be collected by that thread, so `trim_heap` raises a flag and each
-//! runtime worker collects its own heap the next time it parks (`on_worker_park`): at once for
-//! a worker that was busy, at its next wake-up (a request, a timer) for one already asleep.
+//! runtime thread (workers and shards) collects its own heap the next time it parks
+//! (`on_worker_park`): at once for one that was busy, at its next wake-up (a request, a timer)
+//! for one already asleep.
 
 #[cfg(feature = "mimalloc")]
 mod chosen {

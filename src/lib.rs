@@ -19,6 +19,7 @@ pub mod memory;
 pub mod meters;
 pub mod prompt;
 pub mod sandbox;
+pub mod shards;
 pub mod size_hint;
 pub mod sse_reader;
 pub mod startup;

@@ -1,6 +1,7 @@
 //! The accept loop: plain TCP or TLS, HTTP/1 and HTTP/2, timeouts against slow-loris clients
-//! (first byte, headers, stalled writes), and graceful shutdown (stop accepting, let requests finish for the grace
-//! period, then tell open streams to end with an `error` event).
+//! (first byte, headers, stalled writes), and graceful shutdown (stop accepting, let requests
+//! finish for the grace period, then tell open streams to end with an `error` event). Each
+//! accepted connection is served on one of the `shards`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::deadlines::Deadlines;
@@ -42,6 +43,8 @@ pub struct ServeOptions {
     pub grace: Duration,
     /// Counts open connections as descriptors in use.
     pub capacity: Arc<super::capacity::Capacity>,
+    /// The threads connections are served on; this loop only accepts.
+    pub shards: crate::shards::Shards,
 }
 
 /// Serves `router` on `listener` until `signal` resolves, then shuts down gracefully.
@@ -82,6 +85,14 @@ pub async fn serve(
         let accepted = tokio::time::Instant::now();
         let (first_byte, write) = (options.header_read_timeout, options.write_timeout);
         let _ = stream.set_nodelay(true);
+        // Handed over as a plain socket: the shard registers it with its own runtime.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "cannot hand the connection over");
+                continue;
+            }
+        };
         // The peer's address, for handlers that record who sent a request.
         let service = TowerToHyperService::new(tower::ServiceExt::map_request(
             router.clone(),
@@ -96,8 +107,15 @@ pub async fn serve(
         let tls = options.tls.clone();
         let watcher = graceful.watcher();
         let open = options.capacity.connection();
-        tokio::spawn(async move {
+        options.shards.serve_connection(async move {
             let _open = open;
+            let stream = match TcpStream::from_std(stream) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "cannot serve the connection");
+                    return;
+                }
+            };
             let result = match tls {
                 None => {
                     let conn = builder.serve_connection_with_upgrades(
@@ -148,6 +166,7 @@ pub async fn serve(
             let _ = tokio::time::timeout(Duration::from_secs(5), &mut all_done).await;
         }
     }
+    options.shards.stop().await;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! retry policy for calls that have produced nothing yet, error statuses read into `LlmError`,
 //! and a bounded server-sent-event stream.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
@@ -10,6 +11,7 @@ use rand::Rng;
 use super::error::LlmError;
 use super::registry::ModelConfig;
 use crate::config::LlmSettings;
+use crate::shards::PerShard;
 use crate::sse_reader::{SseError, SseEvent, sse_events};
 
 /// Largest event accepted. A chunk carries one delta (bytes to a few KiB); a server that
@@ -51,7 +53,7 @@ impl RetryPolicy {
 /// The HTTP side of a provider. Cloning shares the connection pool.
 #[derive(Clone)]
 pub struct Transport {
-    http: reqwest::Client,
+    http: Arc<PerShard<reqwest::Client>>,
     timeouts: LlmTimeouts,
     retry: RetryPolicy,
 }
@@ -59,20 +61,24 @@ pub struct Transport {
 impl Transport {
     pub fn new(settings: &LlmSettings) -> Result<Transport, reqwest::Error> {
         let secs = Duration::from_secs_f64;
-        let http = reqwest::Client::builder()
-            .connect_timeout(secs(settings.connect_timeout_secs))
-            // Below the keep-alive of common servers (uvicorn, and so LiteLLM: 5 s; nginx:
-            // 75 s), so triage drops an idle connection before the server closes it under a
-            // request.
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            // One connection per call in flight, as the OpenAI and Anthropic SDKs do. Over
-            // HTTP/2 the pool shares one connection per host and opens no second one when it
-            // is full, so calls past the provider's stream limit (100–256 a connection) queue
-            // behind answers that take seconds; and thousands of request bodies sharing one
-            // flow-control window go out in tiny frames that servers' flood guards refuse.
-            .http1_only()
-            .tcp_nodelay(true)
-            .build()?;
+        // One pool per serving thread: a pooled connection's task runs where it was opened,
+        // so a shard's requests reuse only connections that shard drives.
+        let http = Arc::new(PerShard::new(|| {
+            reqwest::Client::builder()
+                .connect_timeout(secs(settings.connect_timeout_secs))
+                // Below the keep-alive of common servers (uvicorn, and so LiteLLM: 5 s; nginx:
+                // 75 s), so triage drops an idle connection before the server closes it under a
+                // request.
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                // One connection per call in flight, as the OpenAI and Anthropic SDKs do. Over
+                // HTTP/2 the pool shares one connection per host and opens no second one when it
+                // is full, so calls past the provider's stream limit (100–256 a connection) queue
+                // behind answers that take seconds; and thousands of request bodies sharing one
+                // flow-control window go out in tiny frames that servers' flood guards refuse.
+                .http1_only()
+                .tcp_nodelay(true)
+                .build()
+        })?);
         Ok(Transport {
             http,
             timeouts: LlmTimeouts {
@@ -89,9 +95,9 @@ impl Transport {
         })
     }
 
-    /// The shared client, for a provider's side requests (Google access tokens).
+    /// The calling thread's client, for a provider's side requests (Google access tokens).
     pub fn http(&self) -> &reqwest::Client {
-        &self.http
+        self.http.get()
     }
 
     pub fn timeouts(&self) -> LlmTimeouts {
@@ -101,8 +107,8 @@ impl Transport {
     /// A POST of `body` to the model's endpoint; the caller adds the provider's headers.
     pub fn post(&self, model: &ModelConfig, body: bytes::Bytes) -> reqwest::RequestBuilder {
         match &model.endpoint_url {
-            Some(url) => self.http.post(url.clone()),
-            None => self.http.post(&model.endpoint),
+            Some(url) => self.http().post(url.clone()),
+            None => self.http().post(&model.endpoint),
         }
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::ACCEPT, "text/event-stream")

@@ -49,6 +49,8 @@ pub enum StartupError {
          (TRIAGE_SERVER__ALLOW_UNAUTHENTICATED=true) to accept unauthenticated requests"
     )]
     Unprotected(String),
+    #[error("cannot start the serving threads: {0}")]
+    Threads(std::io::Error),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -324,6 +326,8 @@ impl Application {
             .await
             .map_err(|source| StartupError::Bind { addr, source })?;
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let shards = crate::shards::Shards::start(crate::allocator::on_worker_park)
+            .map_err(StartupError::Threads)?;
         release_unused();
         Ok(Application {
             listener,
@@ -335,6 +339,7 @@ impl Application {
                 write_timeout: secs(server.write_timeout_secs),
                 grace: secs(server.shutdown_grace_secs),
                 capacity,
+                shards,
             },
             phase,
         })

@@ -1,0 +1,276 @@
+//! Serving threads: one single-threaded tokio runtime per core, each serving the connections
+//! handed to it from accept to close.
+//!
+//! On one shared multi-threaded runtime a request's task moves between workers, and the task
+//! driving its pooled LLM connection runs on whichever worker it last woke on: every hand-off
+//! wakes another thread, and every block one worker frees that the other allocated waits on
+//! glibc's arena lock (about one futex sleep and wake-up per request; BENCHMARKS.md, sessions
+//! 12 and 13). Here a connection, the tasks its requests spawn and the LLM connections those
+//! requests open (`PerShard` clients) all stay on one thread.
+//!
+//! The trade-off: no work stealing. Connections go to the shard serving the fewest, so load
+//! spreads by connection; an HTTP/2 client multiplexing everything over one connection is
+//! served by one core. Work that takes long on the CPU (counting a large tool output) already
+//! runs off the async threads.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+thread_local! {
+    static CURRENT: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// How many shards a server runs: one per core this process may use (cgroup quotas
+/// included), fixed for the process so that per-shard resources agree with the threads.
+pub fn count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The shard the calling thread serves, if it is one.
+pub fn current() -> Option<usize> {
+    CURRENT.get()
+}
+
+/// One value per shard and one for every other thread (start-up, background tasks, the CLI):
+/// each shard's requests use its own, so what the value spawns (a pooled connection's task)
+/// runs on that shard.
+pub struct PerShard<T> {
+    /// Index 0 serves threads outside the shards; shard `i` uses `i + 1`.
+    items: Box<[T]>,
+}
+
+impl<T> PerShard<T> {
+    pub fn new<E>(mut make: impl FnMut() -> Result<T, E>) -> Result<PerShard<T>, E> {
+        let items = (0..=count()).map(|_| make()).collect::<Result<_, E>>()?;
+        Ok(PerShard { items })
+    }
+
+    pub fn get(&self) -> &T {
+        let slot = current().map_or(0, |shard| shard + 1);
+        // A shard index is always below `count()`; the fallback keeps this total.
+        self.items.get(slot).unwrap_or(&self.items[0])
+    }
+}
+
+struct Shard {
+    handle: Handle,
+    /// Connections this shard is serving.
+    open: Arc<AtomicUsize>,
+}
+
+/// The serving threads. Dropping this tells them to stop; `stop` also waits for them.
+pub struct Shards {
+    shards: Vec<Shard>,
+    stop: Vec<oneshot::Sender<()>>,
+    stopped: Vec<oneshot::Receiver<()>>,
+    /// Where the search for the least busy shard starts, so ties rotate.
+    next: AtomicUsize,
+}
+
+/// How long a stopping shard lets its blocking tasks (a tool's process being reaped) finish.
+const BLOCKING_GRACE: Duration = Duration::from_secs(2);
+
+impl Shards {
+    /// Starts `count()` shards; `on_park` runs on each when it goes idle (the allocator's
+    /// per-thread trim).
+    pub fn start(on_park: fn()) -> std::io::Result<Shards> {
+        let n = count();
+        let mut shards = Shards {
+            shards: Vec::with_capacity(n),
+            stop: Vec::with_capacity(n),
+            stopped: Vec::with_capacity(n),
+            next: AtomicUsize::new(0),
+        };
+        for index in 0..n {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .on_thread_park(on_park)
+                .build()?;
+            let (stop_tx, stop_rx) = oneshot::channel::<()>();
+            let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
+            shards.shards.push(Shard {
+                handle: runtime.handle().clone(),
+                open: Arc::new(AtomicUsize::new(0)),
+            });
+            std::thread::Builder::new()
+                .name(format!("triage-shard-{index}"))
+                .spawn(move || {
+                    CURRENT.set(Some(index));
+                    // Either a stop or the `Shards` dropped: both end the shard.
+                    let _ = runtime.block_on(stop_rx);
+                    // Dropped here, on its own thread: a runtime cannot be dropped from async code.
+                    runtime.shutdown_timeout(BLOCKING_GRACE);
+                    let _ = stopped_tx.send(());
+                })?;
+            shards.stop.push(stop_tx);
+            shards.stopped.push(stopped_rx);
+        }
+        Ok(shards)
+    }
+
+    /// Runs `task` on the shard serving the fewest connections, counted as one of its
+    /// connections until it ends. `task` is first polled on that shard: resources it creates
+    /// there (sockets, timers) belong to that shard's runtime.
+    pub fn serve_connection(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let n = self.shards.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let Some(shard) = (0..n)
+            .map(|k| &self.shards[(start + k) % n])
+            .min_by_key(|s| s.open.load(Ordering::Relaxed))
+        else {
+            return;
+        };
+        let open = Counted::new(shard.open.clone());
+        shard.handle.spawn(async move {
+            let _open = open;
+            task.await;
+        });
+    }
+
+    /// Tells every shard to stop (their open tasks are dropped) and waits until they have.
+    pub async fn stop(mut self) {
+        for stop in self.stop.drain(..) {
+            let _ = stop.send(());
+        }
+        for stopped in self.stopped.drain(..) {
+            let _ = stopped.await;
+        }
+    }
+}
+
+impl Drop for Shards {
+    fn drop(&mut self) {
+        // Without `stop` (a server future dropped mid-serve, as tests do): the threads end on
+        // their own, their senders dropped.
+        self.stop.clear();
+    }
+}
+
+/// Counts one connection for as long as it lives.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn new(open: Arc<AtomicUsize>) -> Counted {
+        open.fetch_add(1, Ordering::Relaxed);
+        Counted(open)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn connections_spread_over_the_shards_and_stay_on_their_thread() {
+        let shards = Shards::start(|| {}).expect("shards start");
+        let n = count();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+        for _ in 0..2 * n {
+            let tx = tx.clone();
+            let mut release = release_rx.clone();
+            shards.serve_connection(async move {
+                let before = (current(), std::thread::current().id());
+                // A spawned task and a timer stay on the shard too.
+                let spawned = tokio::spawn(async { (current(), std::thread::current().id()) });
+                let after_spawn = spawned.await.ok();
+                let _ = release.wait_for(|r| *r).await;
+                let after = (current(), std::thread::current().id());
+                let _ = tx.send((before, after_spawn, after));
+            });
+        }
+        drop(tx);
+        // Every connection counted while open: the 2n spread evenly before any ends.
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while shards
+                .shards
+                .iter()
+                .map(|s| s.open.load(Ordering::Relaxed))
+                .sum::<usize>()
+                < 2 * n
+            {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("all connections counted");
+        for shard in &shards.shards {
+            assert_eq!(shard.open.load(Ordering::Relaxed), 2);
+        }
+        let _ = release_tx.send(true);
+        let mut seen = std::collections::HashSet::new();
+        while let Some((before, after_spawn, after)) = rx.recv().await {
+            assert!(before.0.is_some(), "runs on a shard");
+            assert_eq!(
+                Some(before),
+                after_spawn,
+                "a spawned task stays on its shard"
+            );
+            assert_eq!(before, after, "a task stays on its shard across a wait");
+            seen.insert(before.0);
+        }
+        assert_eq!(seen.len(), n, "every shard served connections");
+        assert!(
+            shards
+                .shards
+                .iter()
+                .all(|s| s.open.load(Ordering::Relaxed) == 0),
+            "finished connections are no longer counted"
+        );
+        shards.stop().await;
+    }
+
+    #[tokio::test]
+    async fn stopping_drops_open_tasks_and_waits_for_the_threads() {
+        let shards = Shards::start(|| {}).expect("shards start");
+        let (dropped_tx, dropped_rx) = oneshot::channel::<()>();
+        struct OnDrop(Option<oneshot::Sender<()>>);
+        impl Drop for OnDrop {
+            fn drop(&mut self) {
+                if let Some(tx) = self.0.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+        let guard = OnDrop(Some(dropped_tx));
+        shards.serve_connection(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        });
+        tokio::time::timeout(Duration::from_secs(5), shards.stop())
+            .await
+            .expect("shards stop");
+        dropped_rx.await.expect("the open task was dropped");
+    }
+
+    #[test]
+    fn per_shard_values_are_chosen_by_the_calling_thread() {
+        let mut made = 0;
+        let values = PerShard::new(|| {
+            made += 1;
+            Ok::<_, ()>(made)
+        })
+        .expect("values");
+        assert_eq!(made, count() + 1);
+        assert_eq!(*values.get(), 1, "outside the shards");
+        CURRENT.set(Some(0));
+        assert_eq!(*values.get(), 2);
+        CURRENT.set(Some(count() - 1));
+        assert_eq!(*values.get(), count() + 1);
+        CURRENT.set(None);
+    }
+}
