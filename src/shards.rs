@@ -25,6 +25,8 @@ use tokio::sync::oneshot;
 
 thread_local! {
     static CURRENT: Cell<Option<usize>> = const { Cell::new(None) };
+    /// On a shard: the runtime that started it (the main one), for work that outlives requests.
+    static HOME: std::cell::RefCell<Option<Handle>> = const { std::cell::RefCell::new(None) };
 }
 
 /// How many shards a server runs: one per core this process may use (cgroup quotas
@@ -39,24 +41,54 @@ pub fn current() -> Option<usize> {
     CURRENT.get()
 }
 
-/// One value per shard and one for every other thread (start-up, background tasks, the CLI):
-/// each shard's requests use its own, so what the value spawns (a pooled connection's task)
-/// runs on that shard.
-pub struct PerShard<T> {
-    /// Index 0 serves threads outside the shards; shard `i` uses `i + 1`.
-    items: Box<[T]>,
+/// Spawns work that outlives the request that starts it (a conversation's run, its title) on
+/// the main runtime when called on a shard: shards are chosen by connections, so a client
+/// starting many runs over one connection would otherwise pile them onto one core.
+pub fn spawn_background<F>(task: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let home = HOME.with_borrow(Clone::clone);
+    match home {
+        Some(home) => drop(home.spawn(task)),
+        None => drop(tokio::spawn(task)),
+    }
 }
 
-impl<T> PerShard<T> {
-    pub fn new<E>(mut make: impl FnMut() -> Result<T, E>) -> Result<PerShard<T>, E> {
-        let items = (0..=count()).map(|_| make()).collect::<Result<_, E>>()?;
-        Ok(PerShard { items })
+/// One value per shard and one for every other thread (start-up, background tasks, the CLI):
+/// each shard's requests use its own, so what the value spawns (a pooled connection's task)
+/// runs on that shard. A shard's value is made on its first use: most processes never serve
+/// on every core, and each made value may cost memory (an HTTP client's root certificates).
+pub struct PerShard<T> {
+    /// Serves threads outside the shards, and any shard whose own value could not be made.
+    shared: T,
+    own: Box<[OnceLock<T>]>,
+    make: Box<dyn Fn() -> Result<T, String> + Send + Sync>,
+}
+
+impl<T: Clone> PerShard<T> {
+    /// Makes the shared value now (its error is the caller's), the shards' values later.
+    pub fn new<E: std::fmt::Display>(
+        make: impl Fn() -> Result<T, E> + Send + Sync + 'static,
+    ) -> Result<PerShard<T>, E> {
+        Ok(PerShard {
+            shared: make()?,
+            own: (0..count()).map(|_| OnceLock::new()).collect(),
+            make: Box::new(move || make().map_err(|e| e.to_string())),
+        })
     }
 
     pub fn get(&self) -> &T {
-        let slot = current().map_or(0, |shard| shard + 1);
-        // A shard index is always below `count()`; the fallback keeps this total.
-        self.items.get(slot).unwrap_or(&self.items[0])
+        let Some(slot) = current().and_then(|shard| self.own.get(shard)) else {
+            return &self.shared;
+        };
+        slot.get_or_init(|| {
+            (self.make)().unwrap_or_else(|error| {
+                // It was made once at start-up; the shared one works, only on any thread.
+                tracing::warn!(%error, "cannot make this serving thread's own value; sharing");
+                self.shared.clone()
+            })
+        })
     }
 }
 
@@ -75,7 +107,8 @@ pub struct Shards {
     next: AtomicUsize,
 }
 
-/// How long a stopping shard lets its blocking tasks (a tool's process being reaped) finish.
+/// How long a stopping shard waits for its blocking tasks (a large tokenisation, a call
+/// directory being removed) before leaving them behind.
 const BLOCKING_GRACE: Duration = Duration::from_secs(2);
 
 impl Shards {
@@ -90,26 +123,43 @@ impl Shards {
             next: AtomicUsize::new(0),
         };
         for index in 0..n {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .on_thread_park(on_park)
-                .build()?;
             let (stop_tx, stop_rx) = oneshot::channel::<()>();
             let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
-            shards.shards.push(Shard {
-                handle: runtime.handle().clone(),
-                open: Arc::new(AtomicUsize::new(0)),
-            });
+            let (started_tx, started) = std::sync::mpsc::sync_channel(1);
+            let home = Handle::try_current().ok();
             std::thread::Builder::new()
                 .name(format!("triage-shard-{index}"))
                 .spawn(move || {
+                    // Built and dropped on this thread: a runtime cannot be dropped from async
+                    // code, which the caller may be.
+                    let runtime = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .on_thread_park(on_park)
+                        .build()
+                    {
+                        Ok(runtime) => runtime,
+                        Err(e) => {
+                            let _ = started_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = started_tx.send(Ok(runtime.handle().clone()));
                     CURRENT.set(Some(index));
+                    HOME.set(home);
                     // Either a stop or the `Shards` dropped: both end the shard.
                     let _ = runtime.block_on(stop_rx);
-                    // Dropped here, on its own thread: a runtime cannot be dropped from async code.
+                    // Blocking tasks get a moment to finish; open tasks are dropped.
                     runtime.shutdown_timeout(BLOCKING_GRACE);
                     let _ = stopped_tx.send(());
                 })?;
+            // A thread that is running answers at once.
+            let handle = started.recv().map_err(|_| {
+                std::io::Error::other(format!("serving thread {index} ended before starting"))
+            })??;
+            shards.shards.push(Shard {
+                handle,
+                open: Arc::new(AtomicUsize::new(0)),
+            });
             shards.stop.push(stop_tx);
             shards.stopped.push(stopped_rx);
         }
@@ -258,19 +308,58 @@ mod tests {
     }
 
     #[test]
-    fn per_shard_values_are_chosen_by_the_calling_thread() {
-        let mut made = 0;
-        let values = PerShard::new(|| {
-            made += 1;
-            Ok::<_, ()>(made)
+    fn per_shard_values_are_made_on_first_use_and_chosen_by_the_calling_thread() {
+        let made = Arc::new(AtomicUsize::new(0));
+        let counter = made.clone();
+        let values = PerShard::new(move || {
+            let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+            // The third value cannot be made: its shard shares the first.
+            if n == 3 { Err("no more") } else { Ok(n) }
         })
-        .expect("values");
-        assert_eq!(made, count() + 1);
+        .expect("the shared value");
+        assert_eq!(
+            made.load(Ordering::Relaxed),
+            1,
+            "only the shared value at first"
+        );
         assert_eq!(*values.get(), 1, "outside the shards");
         CURRENT.set(Some(0));
         assert_eq!(*values.get(), 2);
+        assert_eq!(*values.get(), 2, "made once");
         CURRENT.set(Some(count() - 1));
-        assert_eq!(*values.get(), count() + 1);
+        let last = *values.get();
+        assert!(last == 2 || last == 1, "{last}");
+        if count() > 1 {
+            assert_eq!(
+                last, 1,
+                "a value that cannot be made falls back to the shared one"
+            );
+        }
+        CURRENT.set(Some(count()));
+        assert_eq!(
+            *values.get(),
+            1,
+            "an index past the shards gets the shared value"
+        );
         CURRENT.set(None);
+    }
+
+    #[tokio::test]
+    async fn background_work_started_on_a_shard_runs_on_the_runtime_that_started_it() {
+        let shards = Shards::start(|| {}).expect("shards start");
+        let (tx, rx) = oneshot::channel();
+        shards.serve_connection(async move {
+            spawn_background(async move {
+                let _ = tx.send((current(), std::thread::current().id()));
+            });
+        });
+        let (shard, thread) = rx.await.expect("ran");
+        assert_eq!(shard, None, "not on a shard");
+        assert_eq!(
+            thread,
+            std::thread::current().id(),
+            "on this test's runtime"
+        );
+        shards.stop().await;
     }
 }

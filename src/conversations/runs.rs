@@ -263,7 +263,7 @@ impl Conversations {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(id, Arc::new(LiveRun { control, done }));
         let this = self.clone();
-        tokio::spawn(async move {
+        crate::shards::spawn_background(async move {
             let still_ours = this.drive(id, run, stop).await;
             let _ = done_tx.send(true);
             // Commands queued while the run was ending: a message is kept for the next run.

@@ -232,7 +232,6 @@ fn open_descriptors() -> Option<usize> {
     Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
 }
 
-/// Resident set from /proc/self/statm (one short read).
 /// When to trim the heap while requests are running: once the resident set has grown by
 /// `TRIM_AFTER_GROWTH` since the last trim (or its lowest since), at most once a second.
 struct GrowthTrim {
@@ -263,6 +262,7 @@ impl GrowthTrim {
     }
 }
 
+/// Resident set from /proc/self/statm (one short read).
 fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;

@@ -63,9 +63,10 @@ impl Transport {
         let secs = Duration::from_secs_f64;
         // One pool per serving thread: a pooled connection's task runs where it was opened,
         // so a shard's requests reuse only connections that shard drives.
-        let http = Arc::new(PerShard::new(|| {
+        let connect_timeout = secs(settings.connect_timeout_secs);
+        let http = Arc::new(PerShard::new(move || {
             reqwest::Client::builder()
-                .connect_timeout(secs(settings.connect_timeout_secs))
+                .connect_timeout(connect_timeout)
                 // Below the keep-alive of common servers (uvicorn, and so LiteLLM: 5 s; nginx:
                 // 75 s), so triage drops an idle connection before the server closes it under a
                 // request.

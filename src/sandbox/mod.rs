@@ -482,15 +482,24 @@ impl CallDir {
 
 impl Drop for CallDir {
     fn drop(&mut self) {
-        let path = std::mem::take(&mut self.path);
-        let remove = move || remove_when_quiet(&path);
-        // Thousands of files (a killed `sort`) take a while: off the async workers.
+        let removal = Removal(std::mem::take(&mut self.path));
+        // Thousands of files (a killed `sort`) take a while: off the async workers. A pool that
+        // is shutting down discards the closure unrun; dropping it then removes the directory.
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
-                rt.spawn_blocking(remove);
+                rt.spawn_blocking(move || drop(removal));
             }
-            Err(_) => remove(),
+            Err(_) => drop(removal),
         }
+    }
+}
+
+/// A call's directory, removed when this is dropped, wherever that happens.
+struct Removal(PathBuf);
+
+impl Drop for Removal {
+    fn drop(&mut self) {
+        remove_when_quiet(&self.0);
     }
 }
 
@@ -533,6 +542,27 @@ mod tests {
         assert!(readable_by(&file, &Identity::Same { uid: 1, gid: 1 }));
         assert!(!readable_by(&dir.join("missing"), &nobody));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_call_directory_dropped_while_its_runtime_stops_is_still_removed() {
+        let base = create_base_dir().expect("dir");
+        let dir = CallDir::create(&base, &Identity::Same { uid: 0, gid: 0 }).expect("call dir");
+        let path = dir.path().to_path_buf();
+        std::fs::write(path.join("left.txt"), "x").expect("write");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        // A tool call still open when its runtime stops: its task (and the directory) is
+        // dropped after the blocking pool has shut, so the removal cannot go there.
+        runtime.spawn(async move {
+            let _dir = dir;
+            std::future::pending::<()>().await;
+        });
+        runtime.block_on(tokio::task::yield_now());
+        runtime.shutdown_timeout(std::time::Duration::ZERO);
+        assert!(!path.exists(), "{} is left", path.display());
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
