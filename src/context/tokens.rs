@@ -89,8 +89,8 @@ impl Tokenizer {
 }
 
 /// Inputs at least this large are counted on tokio's blocking pool: tokenising runs at tens of
-/// MB/s, so a 10 MB request would hold a runtime worker (and every request and `/healthz`
-/// scheduled on it) for about a second; smaller ones cost less than the hand-off.
+/// MB/s, so a 10 MB request would hold a serving thread (and every connection on it, its
+/// `/healthz` probes included) for about a second; smaller ones cost less than the hand-off.
 pub const BLOCKING_THRESHOLD_BYTES: usize = 256 * 1024;
 
 /// Runs `work`, which tokenises about `size` bytes of input, where it cannot stall the async
