@@ -96,13 +96,16 @@ struct Shard {
     handle: Handle,
     /// Connections this shard is serving.
     open: Arc<AtomicUsize>,
+    /// Sent, or dropped with the shard, to end its thread.
+    stop: oneshot::Sender<()>,
+    /// Answers once its runtime has shut down.
+    stopped: oneshot::Receiver<()>,
 }
 
-/// The serving threads. Dropping this tells them to stop; `stop` also waits for them.
+/// The serving threads. Dropping this tells them to stop (a server future dropped mid-serve,
+/// as tests do); `stop` also waits for them.
 pub struct Shards {
     shards: Vec<Shard>,
-    stop: Vec<oneshot::Sender<()>>,
-    stopped: Vec<oneshot::Receiver<()>>,
     /// Where the search for the least busy shard starts, so ties rotate.
     next: AtomicUsize,
 }
@@ -118,8 +121,6 @@ impl Shards {
         let n = count();
         let mut shards = Shards {
             shards: Vec::with_capacity(n),
-            stop: Vec::with_capacity(n),
-            stopped: Vec::with_capacity(n),
             next: AtomicUsize::new(0),
         };
         for index in 0..n {
@@ -159,9 +160,9 @@ impl Shards {
             shards.shards.push(Shard {
                 handle,
                 open: Arc::new(AtomicUsize::new(0)),
+                stop: stop_tx,
+                stopped: stopped_rx,
             });
-            shards.stop.push(stop_tx);
-            shards.stopped.push(stopped_rx);
         }
         Ok(shards)
     }
@@ -186,21 +187,18 @@ impl Shards {
     }
 
     /// Tells every shard to stop (their open tasks are dropped) and waits until they have.
-    pub async fn stop(mut self) {
-        for stop in self.stop.drain(..) {
-            let _ = stop.send(());
+    pub async fn stop(self) {
+        let stopped: Vec<_> = self
+            .shards
+            .into_iter()
+            .map(|shard| {
+                let _ = shard.stop.send(());
+                shard.stopped
+            })
+            .collect();
+        for shard in stopped {
+            let _ = shard.await;
         }
-        for stopped in self.stopped.drain(..) {
-            let _ = stopped.await;
-        }
-    }
-}
-
-impl Drop for Shards {
-    fn drop(&mut self) {
-        // Without `stop` (a server future dropped mid-serve, as tests do): the threads end on
-        // their own, their senders dropped.
-        self.stop.clear();
     }
 }
 
@@ -235,7 +233,7 @@ mod tests {
             let mut release = release_rx.clone();
             shards.serve_connection(async move {
                 let before = (current(), std::thread::current().id());
-                // A spawned task and a timer stay on the shard too.
+                // A spawned task stays on the shard too.
                 let spawned = tokio::spawn(async { (current(), std::thread::current().id()) });
                 let after_spawn = spawned.await.ok();
                 let _ = release.wait_for(|r| *r).await;
