@@ -6,6 +6,7 @@ pub mod anthropic;
 mod assemble;
 mod auth;
 pub mod bedrock;
+mod body;
 pub mod catalog;
 mod complete;
 pub mod entry_keys;

@@ -2,30 +2,29 @@
 //! Every call streams (`stream:true` with usage), so an abandoned request stops at once and a
 //! stalled provider is noticed between chunks.
 
+use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde::Serialize;
-use serde::ser::SerializeSeq;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
+use super::body::{Parts, SharedParts};
 use super::error::LlmError;
 use super::openai_chunk::Chunk;
 use super::provider::{CompletionRequest, Fragment, Provider};
 use super::transport::Transport;
 use crate::wire::Message;
+use crate::wire::content::Content;
 use crate::wire::message::ForLlm;
 
 pub struct OpenAiClient {
     transport: Transport,
 }
 
+/// The body's fields but `messages` and `tools`, which `encode` writes around shared parts.
 #[derive(Serialize)]
-struct RequestBody<'a> {
+struct Settings<'a> {
     model: &'a str,
-    messages: LlmMessages<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
     stream: bool,
@@ -53,16 +52,22 @@ struct StreamOptions {
     include_usage: bool,
 }
 
-struct LlmMessages<'a>(&'a [Message]);
+/// The system prompts and tool definitions calls share (`body.rs`).
+static SHARED: SharedParts = SharedParts::new();
 
-impl Serialize for LlmMessages<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for m in self.0 {
-            seq.serialize_element(&ForLlm(m))?;
-        }
-        seq.end()
+/// The encoding of a system message holding the server's shared prompt, made once.
+fn shared_prompt(message: &Message) -> Result<Option<Bytes>, serde_json::Error> {
+    let Content::Shared(prompt) = &message.content else {
+        return Ok(None);
+    };
+    let only_a_prompt =
+        message.role == "system" && message.tool_calls.is_none() && message.tool_call_id.is_none();
+    if !only_a_prompt {
+        return Ok(None);
     }
+    SHARED
+        .prompt(prompt, || serde_json::to_vec(&ForLlm(message)))
+        .map(Some)
 }
 
 impl OpenAiClient {
@@ -70,13 +75,14 @@ impl OpenAiClient {
         OpenAiClient { transport }
     }
 
-    fn encode(&self, req: &CompletionRequest<'_>) -> Result<bytes::Bytes, LlmError> {
+    /// `{"messages":[…],"tools":…,` then the settings: the shared prompt and tools are parts
+    /// of their own, the rest one buffer.
+    fn encode(&self, req: &CompletionRequest<'_>) -> Result<Parts, LlmError> {
+        static OWN: crate::size_hint::SizeHint = crate::size_hint::SizeHint::new(1024);
         let m = req.model;
         let explicit_completion_tokens = m.extra_params.contains_key("max_completion_tokens");
-        let body = RequestBody {
+        let settings = Settings {
             model: &m.wire_model,
-            messages: LlmMessages(req.messages),
-            tools: req.tools,
             tool_choice: req
                 .tools
                 .map(|_| if req.allow_tool_calls { "auto" } else { "none" }),
@@ -98,7 +104,40 @@ impl OpenAiClient {
             response_format: req.response_format,
             extra: &m.extra_params,
         };
-        crate::llm::transport::json_body(&body)
+        let cannot =
+            |e: serde_json::Error| LlmError::Protocol(format!("cannot encode the request: {e}"));
+        let (prompt, messages) = match req.messages.split_first() {
+            Some((first, rest)) => match shared_prompt(first).map_err(cannot)? {
+                Some(prompt) => (Some(prompt), rest),
+                None => (None, req.messages),
+            },
+            None => (None, req.messages),
+        };
+        let mut own = OWN.buffer();
+        own.extend_from_slice(b"{\"messages\":[");
+        let before_prompt = own.len();
+        for (i, message) in messages.iter().enumerate() {
+            if i > 0 || prompt.is_some() {
+                own.push(b',');
+            }
+            serde_json::to_writer(&mut own, &ForLlm(message)).map_err(cannot)?;
+        }
+        own.push(b']');
+        if req.tools.is_some() {
+            own.extend_from_slice(b",\"tools\":");
+        }
+        let before_tools = own.len();
+        serde_json::to_writer(&mut own, &settings).map_err(cannot)?;
+        // The settings' `{` becomes the `,` that continues the object.
+        own[before_tools] = b',';
+        let own = Bytes::from(OWN.finish(own));
+        let mut parts = Parts::default();
+        parts.push(own.slice(..before_prompt));
+        parts.push(prompt.unwrap_or_default());
+        parts.push(own.slice(before_prompt..before_tools));
+        parts.push(req.tools.map(|t| SHARED.text(t.get())).unwrap_or_default());
+        parts.push(own.slice(before_tools..));
+        Ok(parts)
     }
 
     fn fragments<'a>(
@@ -109,10 +148,21 @@ impl OpenAiClient {
             // The request body (the whole history) is freed once the answer starts.
             let body = self.encode(req)?;
             let model = req.model;
-            let response = self
+            let send = |body: reqwest::Body| model.authorize(self.transport.post(model, body));
+            let response = match self
                 .transport
-                .open_with_retries(model, || model.authorize(self.transport.post(model, body.clone())))
-                .await?;
+                .open_with_retries(model, || send(body.to_reqwest()))
+                .await
+            {
+                // reqwest follows a 307 or 308 only with a body it can send again: in one piece.
+                Err(LlmError::Upstream { status: 307 | 308, .. }) => {
+                    let whole = body.whole();
+                    self.transport
+                        .open_with_retries(model, || send(whole.clone().into()))
+                        .await?
+                }
+                opened => opened?,
+            };
             // Only opening is retried: from here on nothing sends the body again.
             drop(body);
             let mut events = std::pin::pin!(self.transport.events(response));

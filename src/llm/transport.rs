@@ -106,7 +106,11 @@ impl Transport {
     }
 
     /// A POST of `body` to the model's endpoint; the caller adds the provider's headers.
-    pub fn post(&self, model: &ModelConfig, body: bytes::Bytes) -> reqwest::RequestBuilder {
+    pub fn post(
+        &self,
+        model: &ModelConfig,
+        body: impl Into<reqwest::Body>,
+    ) -> reqwest::RequestBuilder {
         match &model.endpoint_url {
             Some(url) => self.http().post(url.clone()),
             None => self.http().post(&model.endpoint),

@@ -549,3 +549,66 @@ async fn an_error_chunk_mid_stream_is_an_error_event() {
     assert_eq!(end.name, "error", "{events:#?}");
     assert!(description(&end.data).contains("upstream went away"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Redirects
+// ---------------------------------------------------------------------------------------------
+
+/// An endpoint that moved (a proxy's trailing-slash rule answers 307 or 308) gets the very
+/// request the model would have had, body and all: the body goes out in parts (the shared
+/// system prompt and tools), and a redirect makes triage send it again in one piece.
+#[tokio::test]
+async fn a_moved_endpoint_gets_the_same_request_after_its_308() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let moved = format!("http://{}", listener.local_addr().unwrap());
+    let app = spawn_app_with(&format!(
+        "[models.moved]\nmodel = \"openai/fake-model\"\napi_base = \"{moved}/v1\"\n"
+    ))
+    .await;
+    let target = format!("{}/chat/completions", app.llm.base_url());
+    let redirected = Arc::new(AtomicUsize::new(0));
+    let counter = redirected.clone();
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let (target, counter) = (target.clone(), counter.clone());
+            async move {
+                // A well-formed body arrived here too.
+                assert!(serde_json::from_slice::<Value>(&body).is_ok());
+                counter.fetch_add(1, Ordering::SeqCst);
+                (
+                    axum::http::StatusCode::PERMANENT_REDIRECT,
+                    [("location", target)],
+                )
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+
+    app.llm.push(Step::text("Answered from the new place."));
+    app.llm.push(Step::text("Answered directly."));
+    let (status, body) = app
+        .chat_json(&json!({"ask": "Why is my pod crashing?", "model": "moved"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["analysis"], "Answered from the new place.");
+    // Once in parts, refused; then in one piece, which reqwest follows to the new place.
+    assert_eq!(redirected.load(Ordering::SeqCst), 2);
+    let (status, body) = app.chat_json(&ask(false)).await;
+    assert_eq!(status, 200, "{body}");
+    let requests = app.llm.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0]["messages"], requests[1]["messages"]);
+    assert_eq!(requests[0]["tools"], requests[1]["tools"]);
+    assert_eq!(requests[0]["messages"][0]["role"], "system");
+    assert!(
+        requests[0]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    );
+}
