@@ -37,6 +37,17 @@ impl Parts {
         }
     }
 
+    /// Whether the two bodies send some of the same bytes (a shared part), not copies.
+    #[cfg(test)]
+    pub fn shares_with(&self, other: &Parts) -> bool {
+        self.0.iter().any(|a| {
+            other
+                .0
+                .iter()
+                .any(|b| a.as_ptr() == b.as_ptr() && a.len() == b.len())
+        })
+    }
+
     /// The body for reqwest, its length known (so sent with `content-length`).
     pub fn to_reqwest(&self) -> reqwest::Body {
         match self.0.as_slice() {

@@ -21,10 +21,10 @@ pub struct OpenAiClient {
     transport: Transport,
 }
 
-/// The body's fields but `messages` and `tools`, which `encode` writes around shared parts.
+/// The body's fields but `model`, `messages` and `tools`, which `encode` writes around
+/// shared parts.
 #[derive(Serialize)]
 struct Settings<'a> {
-    model: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<&'static str>,
     stream: bool,
@@ -75,78 +75,13 @@ impl OpenAiClient {
         OpenAiClient { transport }
     }
 
-    /// `{"messages":[…],"tools":…,` then the settings: the shared prompt and tools are parts
-    /// of their own, the rest one buffer.
-    fn encode(&self, req: &CompletionRequest<'_>) -> Result<Parts, LlmError> {
-        static OWN: crate::size_hint::SizeHint = crate::size_hint::SizeHint::new(1024);
-        let m = req.model;
-        let explicit_completion_tokens = m.extra_params.contains_key("max_completion_tokens");
-        let settings = Settings {
-            model: &m.wire_model,
-            tool_choice: req
-                .tools
-                .map(|_| if req.allow_tool_calls { "auto" } else { "none" }),
-            stream: true,
-            stream_options: StreamOptions {
-                include_usage: true,
-            },
-            temperature: m.temperature,
-            top_p: m.top_p,
-            // An entry's own `max_completion_tokens` is sent as written instead.
-            max_tokens: m
-                .max_tokens
-                .filter(|_| !m.uses_max_completion_tokens && !explicit_completion_tokens),
-            max_completion_tokens: m
-                .max_tokens
-                .filter(|_| m.uses_max_completion_tokens && !explicit_completion_tokens),
-            reasoning_effort: m.reasoning_effort.as_deref(),
-            thinking: m.thinking.as_ref(),
-            response_format: req.response_format,
-            extra: &m.extra_params,
-        };
-        let cannot =
-            |e: serde_json::Error| LlmError::Protocol(format!("cannot encode the request: {e}"));
-        let (prompt, messages) = match req.messages.split_first() {
-            Some((first, rest)) => match shared_prompt(first).map_err(cannot)? {
-                Some(prompt) => (Some(prompt), rest),
-                None => (None, req.messages),
-            },
-            None => (None, req.messages),
-        };
-        let mut own = OWN.buffer();
-        own.extend_from_slice(b"{\"messages\":[");
-        let before_prompt = own.len();
-        for (i, message) in messages.iter().enumerate() {
-            if i > 0 || prompt.is_some() {
-                own.push(b',');
-            }
-            serde_json::to_writer(&mut own, &ForLlm(message)).map_err(cannot)?;
-        }
-        own.push(b']');
-        if req.tools.is_some() {
-            own.extend_from_slice(b",\"tools\":");
-        }
-        let before_tools = own.len();
-        serde_json::to_writer(&mut own, &settings).map_err(cannot)?;
-        // The settings' `{` becomes the `,` that continues the object.
-        own[before_tools] = b',';
-        let own = Bytes::from(OWN.finish(own));
-        let mut parts = Parts::default();
-        parts.push(own.slice(..before_prompt));
-        parts.push(prompt.unwrap_or_default());
-        parts.push(own.slice(before_prompt..before_tools));
-        parts.push(req.tools.map(|t| SHARED.text(t.get())).unwrap_or_default());
-        parts.push(own.slice(before_tools..));
-        Ok(parts)
-    }
-
     fn fragments<'a>(
         &'a self,
         req: &'a CompletionRequest<'a>,
     ) -> BoxStream<'a, Result<Fragment, LlmError>> {
         Box::pin(async_stream::try_stream! {
             // The request body (the whole history) is freed once the answer starts.
-            let body = self.encode(req)?;
+            let body = encode(req)?;
             let model = req.model;
             let send = |body: reqwest::Body| model.authorize(self.transport.post(model, body));
             let response = match self
@@ -205,6 +140,73 @@ impl OpenAiClient {
     }
 }
 
+/// `{"model":…,"messages":[…],"tools":…,` then the settings: the shared prompt and tools are parts
+/// of their own, the rest one buffer.
+fn encode(req: &CompletionRequest<'_>) -> Result<Parts, LlmError> {
+    static OWN: crate::size_hint::SizeHint = crate::size_hint::SizeHint::new(1024);
+    let m = req.model;
+    let explicit_completion_tokens = m.extra_params.contains_key("max_completion_tokens");
+    let settings = Settings {
+        tool_choice: req
+            .tools
+            .map(|_| if req.allow_tool_calls { "auto" } else { "none" }),
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        temperature: m.temperature,
+        top_p: m.top_p,
+        // An entry's own `max_completion_tokens` is sent as written instead.
+        max_tokens: m
+            .max_tokens
+            .filter(|_| !m.uses_max_completion_tokens && !explicit_completion_tokens),
+        max_completion_tokens: m
+            .max_tokens
+            .filter(|_| m.uses_max_completion_tokens && !explicit_completion_tokens),
+        reasoning_effort: m.reasoning_effort.as_deref(),
+        thinking: m.thinking.as_ref(),
+        response_format: req.response_format,
+        extra: &m.extra_params,
+    };
+    let cannot =
+        |e: serde_json::Error| LlmError::Protocol(format!("cannot encode the request: {e}"));
+    let (prompt, messages) = match req.messages.split_first() {
+        Some((first, rest)) => match shared_prompt(first).map_err(cannot)? {
+            Some(prompt) => (Some(prompt), rest),
+            None => (None, req.messages),
+        },
+        None => (None, req.messages),
+    };
+    let mut own = OWN.buffer();
+    // The model first, as before: proxies and fakes that route by it look at the start.
+    own.extend_from_slice(b"{\"model\":");
+    serde_json::to_writer(&mut own, &m.wire_model).map_err(cannot)?;
+    own.extend_from_slice(b",\"messages\":[");
+    let before_prompt = own.len();
+    for (i, message) in messages.iter().enumerate() {
+        if i > 0 || prompt.is_some() {
+            own.push(b',');
+        }
+        serde_json::to_writer(&mut own, &ForLlm(message)).map_err(cannot)?;
+    }
+    own.push(b']');
+    if req.tools.is_some() {
+        own.extend_from_slice(b",\"tools\":");
+    }
+    let before_tools = own.len();
+    serde_json::to_writer(&mut own, &settings).map_err(cannot)?;
+    // The settings' `{` becomes the `,` that continues the object.
+    own[before_tools] = b',';
+    let own = Bytes::from(OWN.finish(own));
+    let mut parts = Parts::default();
+    parts.push(own.slice(..before_prompt));
+    parts.push(prompt.unwrap_or_default());
+    parts.push(own.slice(before_prompt..before_tools));
+    parts.push(req.tools.map(|t| SHARED.text(t.get())).unwrap_or_default());
+    parts.push(own.slice(before_tools..));
+    Ok(parts)
+}
+
 /// Why a chunk did not parse: bytes that are not UTF-8, or JSON that is not a chunk.
 fn malformed(data: &[u8], e: &serde_json::Error) -> LlmError {
     LlmError::Protocol(match std::str::from_utf8(data) {
@@ -222,5 +224,72 @@ impl Provider for OpenAiClient {
         request: &'a CompletionRequest<'a>,
     ) -> BoxStream<'a, Result<Fragment, LlmError>> {
         self.fragments(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn model(entry: &str) -> std::sync::Arc<crate::llm::ModelConfig> {
+        let toml = format!("[models.c]\nmodel = \"openai/gpt-4.1\"\napi_key = \"k\"\n{entry}");
+        let settings = crate::config::Settings::from_toml(&toml).unwrap();
+        let registry = crate::llm::ModelRegistry::from_settings(&settings).unwrap();
+        registry.resolve(Some("c")).unwrap()
+    }
+
+    #[test]
+    fn a_body_shares_the_prompt_and_tools_and_reads_as_one_object_model_first() {
+        let m = model("temperature = 0.2\n");
+        let prompt: std::sync::Arc<str> = std::sync::Arc::from("You are \"triage\".\n");
+        let tools =
+            serde_json::value::RawValue::from_string(json!([{"type": "function"}]).to_string())
+                .unwrap();
+        let history = [
+            Message::shared_system(prompt.clone()),
+            Message::user(json!("why?")),
+        ];
+        let request = |messages| CompletionRequest {
+            model: &m,
+            messages,
+            tools: Some(&tools),
+            allow_tool_calls: true,
+            response_format: None,
+        };
+        let first = encode(&request(&history)).unwrap();
+        let whole = first.whole();
+        assert!(whole.starts_with(br#"{"model":"gpt-4.1","messages":[{"role":"system""#));
+        let body: Value = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "gpt-4.1",
+                "messages": [
+                    {"role": "system", "content": "You are \"triage\".\n"},
+                    {"role": "user", "content": "why?"},
+                ],
+                "tools": [{"type": "function"}],
+                "tool_choice": "auto",
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "temperature": 0.2,
+            })
+        );
+        // A second call shares the first one's prompt and tools rather than copying them.
+        let second = encode(&request(&history)).unwrap();
+        assert!(second.shares_with(&first), "{second:?}");
+
+        // A client's own system prompt and no tools: all the call's own, still one object.
+        let own = [Message::system("mine"), Message::user(json!("q"))];
+        let parts = encode(&CompletionRequest {
+            tools: None,
+            ..request(&own)
+        })
+        .unwrap();
+        let body: Value = serde_json::from_slice(&parts.whole()).unwrap();
+        assert_eq!(body["messages"][0]["content"], "mine");
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
+        assert!(!parts.shares_with(&first));
     }
 }
