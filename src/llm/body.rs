@@ -37,6 +37,11 @@ impl Parts {
         }
     }
 
+    #[cfg(test)]
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+
     /// Whether the two bodies send some of the same bytes (a shared part), not copies.
     #[cfg(test)]
     pub fn shares_with(&self, other: &Parts) -> bool {
@@ -89,9 +94,10 @@ impl http_body::Body for PartsBody {
     }
 }
 
-/// Encoded parts that calls share, the most recently used first. A handful covers the prompts
-/// and tool sets a server has (one per model and toolset choice); a part of some other kind
-/// (a client's own system prompt) pushes the oldest out.
+/// Encoded parts that calls share, those used again first. A handful covers the prompts and
+/// tool sets a server has (one per model and toolset choice). A new part goes in last and
+/// moves up when it is used again, so parts used once (a run's own `additional_system_prompt`,
+/// a client's frontend tools) only replace each other in the last place, never the server's.
 pub struct SharedParts {
     entries: Mutex<VecDeque<Entry>>,
 }
@@ -127,7 +133,8 @@ impl SharedParts {
             return Ok(found);
         }
         let encoded = Bytes::from(encode()?);
-        Ok(self.keep(Some(prompt.clone()), encoded))
+        let same = |e: &Entry| e.prompt.as_ref().is_some_and(|p| Arc::ptr_eq(p, prompt));
+        Ok(self.keep(same, Some(prompt.clone()), encoded))
     }
 
     /// `text` as a shared part (the tool definitions: the same bytes on every call).
@@ -135,7 +142,8 @@ impl SharedParts {
         if let Some(found) = self.find(|e| e.prompt.is_none() && e.encoded == text.as_bytes()) {
             return found;
         }
-        self.keep(None, Bytes::copy_from_slice(text.as_bytes()))
+        let same = |e: &Entry| e.prompt.is_none() && e.encoded == text.as_bytes();
+        self.keep(same, None, Bytes::copy_from_slice(text.as_bytes()))
     }
 
     fn find(&self, matches: impl Fn(&Entry) -> bool) -> Option<Bytes> {
@@ -147,15 +155,25 @@ impl SharedParts {
         Some(found)
     }
 
-    fn keep(&self, prompt: Option<Arc<str>>, encoded: Bytes) -> Bytes {
-        if encoded.len() <= MAX_SHARED {
-            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            entries.truncate(ENTRIES - 1);
-            entries.push_front(Entry {
-                prompt,
-                encoded: encoded.clone(),
-            });
+    /// Keeps `encoded` unless a call encoding the same part at once (`same`) kept it first.
+    fn keep(
+        &self,
+        same: impl Fn(&Entry) -> bool,
+        prompt: Option<Arc<str>>,
+        encoded: Bytes,
+    ) -> Bytes {
+        if encoded.len() > MAX_SHARED {
+            return encoded;
         }
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(kept) = entries.iter().find(|e| same(e)) {
+            return kept.encoded.clone();
+        }
+        entries.truncate(ENTRIES - 1);
+        entries.push_back(Entry {
+            prompt,
+            encoded: encoded.clone(),
+        });
         encoded
     }
 }
@@ -183,7 +201,7 @@ mod tests {
     }
 
     #[test]
-    fn shared_parts_are_made_once_and_the_least_recent_goes_first() {
+    fn shared_parts_are_made_once_and_parts_used_once_do_not_push_out_the_others() {
         let shared = SharedParts::new();
         let prompt: Arc<str> = Arc::from("You are triage.");
         let made = std::cell::Cell::new(0);
@@ -206,11 +224,27 @@ mod tests {
         let same = shared.text(&String::from("[{\"type\":\"function\"}]"));
         assert_eq!(tools.as_ptr(), same.as_ptr(), "one copy of the tools");
 
-        for i in 0..ENTRIES {
+        // Parts used once replace each other in the last place; those used again stay.
+        for i in 0..3 * ENTRIES {
             let _ = shared.text(&format!("other {i}"));
         }
-        let renewed = shared.text("[{\"type\":\"function\"}]");
-        assert_ne!(tools.as_ptr(), renewed.as_ptr(), "pushed out by newer ones");
+        let kept = shared.text("[{\"type\":\"function\"}]");
+        assert_eq!(tools.as_ptr(), kept.as_ptr(), "kept through many one-offs");
+        let _ = encode(&prompt);
+        assert_eq!(made.get(), 2, "the prompt too");
+        let kept = |part: &Bytes| {
+            let entries = shared.entries.lock().unwrap();
+            entries.iter().any(|e| e.encoded == *part)
+        };
+        let last = 3 * ENTRIES - 1;
+        assert!(
+            kept(&Bytes::from(format!("other {last}"))),
+            "the latest one-off"
+        );
+        assert!(
+            !kept(&Bytes::from(format!("other {}", last - 1))),
+            "replaced by it"
+        );
         assert!(shared.entries.lock().map_or(0, |e| e.len()) <= ENTRIES);
     }
 

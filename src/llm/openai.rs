@@ -2,6 +2,9 @@
 //! Every call streams (`stream:true` with usage), so an abandoned request stops at once and a
 //! stalled provider is noticed between chunks.
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -12,6 +15,7 @@ use super::body::{Parts, SharedParts};
 use super::error::LlmError;
 use super::openai_chunk::Chunk;
 use super::provider::{CompletionRequest, Fragment, Provider};
+use super::registry::ModelConfig;
 use super::transport::Transport;
 use crate::wire::Message;
 use crate::wire::content::Content;
@@ -52,6 +56,9 @@ struct StreamOptions {
     include_usage: bool,
 }
 
+/// Endpoints that answered a body in parts with a redirect (configured models only).
+static MOVED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
 /// The system prompts and tool definitions calls share (`body.rs`).
 static SHARED: SharedParts = SharedParts::new();
 
@@ -75,6 +82,42 @@ impl OpenAiClient {
         OpenAiClient { transport }
     }
 
+    /// Sends `body`, retried under one budget. reqwest follows a 307 or 308 only with a body
+    /// in one piece, so an endpoint that answers one gets its calls in one piece from then on.
+    async fn open(&self, model: &ModelConfig, body: &Parts) -> Result<reqwest::Response, LlmError> {
+        let send = |body: reqwest::Body| model.authorize(self.transport.post(model, body));
+        let (mut attempt, started) = (0, std::time::Instant::now());
+        let moved = |set: &BTreeSet<String>| set.contains(&model.endpoint);
+        if !moved(&MOVED.lock().unwrap_or_else(|e| e.into_inner())) {
+            let build = || send(body.to_reqwest());
+            match self
+                .transport
+                .open_counting(model, build, &mut attempt, started)
+                .await
+            {
+                Err(LlmError::Upstream {
+                    status: status @ (307 | 308),
+                    ..
+                }) => {
+                    tracing::warn!(
+                        model = %model.key, status,
+                        "the LLM endpoint redirects: set api_base to where it points"
+                    );
+                    MOVED
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(model.endpoint.clone());
+                }
+                opened => return opened,
+            }
+        }
+        let whole = body.whole();
+        let build = || send(whole.clone().into());
+        self.transport
+            .open_counting(model, build, &mut attempt, started)
+            .await
+    }
+
     fn fragments<'a>(
         &'a self,
         req: &'a CompletionRequest<'a>,
@@ -82,22 +125,7 @@ impl OpenAiClient {
         Box::pin(async_stream::try_stream! {
             // The request body (the whole history) is freed once the answer starts.
             let body = encode(req)?;
-            let model = req.model;
-            let send = |body: reqwest::Body| model.authorize(self.transport.post(model, body));
-            let response = match self
-                .transport
-                .open_with_retries(model, || send(body.to_reqwest()))
-                .await
-            {
-                // reqwest follows a 307 or 308 only with a body it can send again: in one piece.
-                Err(LlmError::Upstream { status: 307 | 308, .. }) => {
-                    let whole = body.whole();
-                    self.transport
-                        .open_with_retries(model, || send(whole.clone().into()))
-                        .await?
-                }
-                opened => opened?,
-            };
+            let response = self.open(req.model, &body).await?;
             // Only opening is retried: from here on nothing sends the body again.
             drop(body);
             let mut events = std::pin::pin!(self.transport.events(response));
@@ -195,15 +223,25 @@ fn encode(req: &CompletionRequest<'_>) -> Result<Parts, LlmError> {
     }
     let before_tools = own.len();
     serde_json::to_writer(&mut own, &settings).map_err(cannot)?;
-    // The settings' `{` becomes the `,` that continues the object.
+    // The settings' `{` becomes the `,` that continues the object: never `{}`, as `stream`
+    // and `stream_options` are always written.
+    debug_assert!(own.len() > before_tools + 2 && own[before_tools] == b'{');
     own[before_tools] = b',';
     let own = Bytes::from(OWN.finish(own));
+    // Split only around what is shared: a body with nothing shared stays in one piece.
     let mut parts = Parts::default();
-    parts.push(own.slice(..before_prompt));
-    parts.push(prompt.unwrap_or_default());
-    parts.push(own.slice(before_prompt..before_tools));
-    parts.push(req.tools.map(|t| SHARED.text(t.get())).unwrap_or_default());
-    parts.push(own.slice(before_tools..));
+    let mut start = 0;
+    if let Some(prompt) = prompt {
+        parts.push(own.slice(..before_prompt));
+        parts.push(prompt);
+        start = before_prompt;
+    }
+    if let Some(tools) = req.tools {
+        parts.push(own.slice(start..before_tools));
+        parts.push(SHARED.text(tools.get()));
+        start = before_tools;
+    }
+    parts.push(own.slice(start..));
     Ok(parts)
 }
 
@@ -280,7 +318,7 @@ mod tests {
         let second = encode(&request(&history)).unwrap();
         assert!(second.shares_with(&first), "{second:?}");
 
-        // A client's own system prompt and no tools: all the call's own, still one object.
+        // A system prompt the client wrote into the history, and no tools: one piece, the call's own.
         let own = [Message::system("mine"), Message::user(json!("q"))];
         let parts = encode(&CompletionRequest {
             tools: None,
@@ -291,5 +329,6 @@ mod tests {
         assert_eq!(body["messages"][0]["content"], "mine");
         assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
         assert!(!parts.shares_with(&first));
+        assert_eq!(parts.count(), 1, "nothing shared, nothing split");
     }
 }

@@ -591,20 +591,35 @@ async fn a_moved_endpoint_gets_the_same_request_after_its_308() {
     });
 
     app.llm.push(Step::text("Answered from the new place."));
+    app.llm
+        .push(Step::text("Answered from the new place again."));
     app.llm.push(Step::text("Answered directly."));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "Why is my pod crashing?", "model": "moved"}))
-        .await;
+    let moved_ask = json!({"ask": "Why is my pod crashing?", "model": "moved"});
+    let (status, body) = app.chat_json(&moved_ask).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["analysis"], "Answered from the new place.");
     // Once in parts, refused; then in one piece, which reqwest follows to the new place.
     assert_eq!(redirected.load(Ordering::SeqCst), 2);
+    // The endpoint is known to redirect: in one piece from the start.
+    let (status, body) = app.chat_json(&moved_ask).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(redirected.load(Ordering::SeqCst), 3);
     let (status, body) = app.chat_json(&ask(false)).await;
     assert_eq!(status, 200, "{body}");
     let requests = app.llm.requests();
-    assert_eq!(requests.len(), 2);
-    assert_eq!(requests[0]["messages"], requests[1]["messages"]);
-    assert_eq!(requests[0]["tools"], requests[1]["tools"]);
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0]["messages"][0], requests[2]["messages"][0]);
+    assert_eq!(requests[0]["tools"], requests[2]["tools"]);
+    // The body in parts goes out with its length, not chunked.
+    let headers = app.llm.request_headers().pop().unwrap();
+    let length = headers.get("content-length").and_then(|v| v.to_str().ok());
+    let raw = app.llm.take_raw_requests();
+    assert_eq!(
+        length,
+        Some(raw[2].len().to_string().as_str()),
+        "{headers:?}"
+    );
+    assert!(!headers.contains_key("transfer-encoding"), "{headers:?}");
     assert_eq!(requests[0]["messages"][0]["role"], "system");
     assert!(
         requests[0]["tools"]
