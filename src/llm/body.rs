@@ -127,22 +127,20 @@ impl SharedParts {
         prompt: &Arc<str>,
         encode: impl FnOnce() -> Result<Vec<u8>, E>,
     ) -> Result<Bytes, E> {
-        if let Some(found) =
-            self.find(|e| e.prompt.as_ref().is_some_and(|p| Arc::ptr_eq(p, prompt)))
-        {
+        let same = |e: &Entry| e.prompt.as_ref().is_some_and(|p| Arc::ptr_eq(p, prompt));
+        if let Some(found) = self.find(same) {
             return Ok(found);
         }
         let encoded = Bytes::from(encode()?);
-        let same = |e: &Entry| e.prompt.as_ref().is_some_and(|p| Arc::ptr_eq(p, prompt));
         Ok(self.keep(same, Some(prompt.clone()), encoded))
     }
 
     /// `text` as a shared part (the tool definitions: the same bytes on every call).
     pub fn text(&self, text: &str) -> Bytes {
-        if let Some(found) = self.find(|e| e.prompt.is_none() && e.encoded == text.as_bytes()) {
+        let same = |e: &Entry| e.prompt.is_none() && e.encoded == text.as_bytes();
+        if let Some(found) = self.find(same) {
             return found;
         }
-        let same = |e: &Entry| e.prompt.is_none() && e.encoded == text.as_bytes();
         self.keep(same, None, Bytes::copy_from_slice(text.as_bytes()))
     }
 

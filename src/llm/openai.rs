@@ -87,8 +87,11 @@ impl OpenAiClient {
     async fn open(&self, model: &ModelConfig, body: &Parts) -> Result<reqwest::Response, LlmError> {
         let send = |body: reqwest::Body| model.authorize(self.transport.post(model, body));
         let (mut attempt, started) = (0, std::time::Instant::now());
-        let moved = |set: &BTreeSet<String>| set.contains(&model.endpoint);
-        if !moved(&MOVED.lock().unwrap_or_else(|e| e.into_inner())) {
+        let moved = MOVED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&model.endpoint);
+        if !moved {
             let build = || send(body.to_reqwest());
             match self
                 .transport
@@ -198,13 +201,11 @@ fn encode(req: &CompletionRequest<'_>) -> Result<Parts, LlmError> {
     };
     let cannot =
         |e: serde_json::Error| LlmError::Protocol(format!("cannot encode the request: {e}"));
-    let (prompt, messages) = match req.messages.split_first() {
-        Some((first, rest)) => match shared_prompt(first).map_err(cannot)? {
-            Some(prompt) => (Some(prompt), rest),
-            None => (None, req.messages),
-        },
-        None => (None, req.messages),
+    let prompt = match req.messages.first() {
+        Some(first) => shared_prompt(first).map_err(cannot)?,
+        None => None,
     };
+    let messages = &req.messages[usize::from(prompt.is_some())..];
     let mut own = OWN.buffer();
     // The model first, as before: proxies and fakes that route by it look at the start.
     own.extend_from_slice(b"{\"model\":");
