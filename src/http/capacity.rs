@@ -31,6 +31,9 @@ pub struct Capacity {
     descriptors_at_start: usize,
     connections: AtomicUsize,
     requests: AtomicUsize,
+    /// Requests admitted since start: with `requests`, tells a pause between sequential
+    /// requests (in flight 0 at the sample, but some ran since the last) from a burst's end.
+    admitted: AtomicU64,
     memory_budget: u64,
     /// Last sampled resident set, bytes.
     rss: AtomicU64,
@@ -77,6 +80,7 @@ impl Capacity {
             descriptors_at_start: open_descriptors().unwrap_or(64),
             connections: AtomicUsize::new(0),
             requests: AtomicUsize::new(0),
+            admitted: AtomicU64::new(0),
             memory_budget: memory_budget.unwrap_or_else(derived_memory_budget),
             rss: AtomicU64::new(resident_bytes().unwrap_or(0)),
         };
@@ -102,6 +106,7 @@ impl Capacity {
             // catches what the first moments of serving mapped.
             let mut idle_since = Some(tokio::time::Instant::now());
             let mut growth = GrowthTrim::new(resident_bytes().unwrap_or(0), Instant::now());
+            let mut activity = Activity::default();
             loop {
                 tick.tick().await;
                 let Some(capacity) = weak.upgrade() else {
@@ -110,7 +115,10 @@ impl Capacity {
                 // The allocator keeps freed pages and the binary's pages stay mapped: hand
                 // them back when a burst is over, again once the LLM connections it pooled
                 // have closed, and before refusing work for memory that may be free already.
-                let busy = capacity.requests.load(Ordering::Relaxed) > 0;
+                let busy = activity.busy(
+                    capacity.requests.load(Ordering::Relaxed),
+                    capacity.admitted.load(Ordering::Relaxed),
+                );
                 let rss = capacity.rss.load(Ordering::Relaxed);
                 let over = rss >= capacity.memory_budget;
                 let now = tokio::time::Instant::now();
@@ -175,6 +183,7 @@ impl Capacity {
     /// Counts a request in flight until the guard drops.
     pub fn request(self: &Arc<Self>) -> Held {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        self.admitted.fetch_add(1, Ordering::Relaxed);
         Held(self.clone(), Counter::Requests)
     }
 }
@@ -230,6 +239,22 @@ fn nofile_limits() -> Option<(u64, u64)> {
 
 fn open_descriptors() -> Option<usize> {
     Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
+}
+
+/// Whether the server was busy over the last tick. A client sending one request after another
+/// has none in flight at many samples; counting those gaps as idle would hand the binary's
+/// pages back (and trim the heap) several times a second, only to fault them in again.
+#[derive(Default)]
+struct Activity {
+    admitted_before: u64,
+}
+
+impl Activity {
+    fn busy(&mut self, in_flight: usize, admitted: u64) -> bool {
+        let ran_since = admitted != self.admitted_before;
+        self.admitted_before = admitted;
+        in_flight > 0 || ran_since
+    }
 }
 
 /// When to trim the heap while requests are running: once the resident set has grown by
@@ -328,6 +353,28 @@ mod tests {
         growth.trimmed(60 * MIB, at(8_000));
         assert!(!growth.due(true, 0, at(9_000)));
         assert!(!growth.due(true, 70 * MIB, at(9_000)));
+    }
+
+    #[test]
+    fn a_tick_is_busy_with_a_request_in_flight_or_one_that_ran_during_it() {
+        let mut activity = Activity::default();
+        assert!(!activity.busy(0, 0), "nothing yet");
+        assert!(activity.busy(1, 1), "in flight");
+        // Sequential requests: none in flight at the sample, three ran since the last one.
+        assert!(activity.busy(0, 4));
+        // Only a whole tick without a request ends the burst.
+        assert!(!activity.busy(0, 4));
+        assert!(activity.busy(0, 5));
+    }
+
+    #[test]
+    fn admitting_a_request_counts_it_until_its_guard_drops_and_for_good() {
+        let capacity = Arc::new(Capacity::new(Some(u64::MAX), None));
+        let held = capacity.request();
+        assert_eq!(capacity.requests.load(Ordering::Relaxed), 1);
+        drop(held);
+        assert_eq!(capacity.requests.load(Ordering::Relaxed), 0);
+        assert_eq!(capacity.admitted.load(Ordering::Relaxed), 1);
     }
 
     #[test]
