@@ -482,12 +482,14 @@ fn machine() -> Value {
 // Triage: in-process, or the release binary as a child process
 // ---------------------------------------------------------------------------------------------
 
+/// The conversation database of every triage this run starts: a benchmark never touches the
+/// user's conversations. Removed when the run ends.
+fn bench_data_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("triage-bench-load-{}", std::process::id()))
+}
+
 fn bench_toml(port: u16, llm: SocketAddr) -> String {
-    // Its own database: a benchmark never touches the user's conversations.
-    let data_dir = std::env::temp_dir()
-        .join(format!("triage-bench-load-{}", std::process::id()))
-        .display()
-        .to_string();
+    let data_dir = bench_data_dir().display().to_string();
     format!(
         r#"
 [server]
@@ -1274,6 +1276,7 @@ fn main() {
     // Dropping the runtime would wait for the slow fake streams' tasks; they are done, but
     // do not linger on blocked tasks either.
     rt.shutdown_timeout(Duration::from_secs(2));
+    let _ = std::fs::remove_dir_all(bench_data_dir());
 }
 
 async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {

@@ -25,7 +25,7 @@ fn assert_refused(body: &Value, n: usize, because: &str) {
 #[tokio::test]
 async fn printf_v_subscripts_do_not_run_commands() {
     let app = spawn_app().await;
-    let marker = std::env::temp_dir().join(format!("triage-printf-v-{}", std::process::id()));
+    let marker = crate::helpers::scratch().join(format!("printf-v-{}", std::process::id()));
     let _ = std::fs::remove_file(&marker);
     app.llm.push(Step::tool(
         "a",
@@ -49,7 +49,7 @@ async fn printf_v_subscripts_do_not_run_commands() {
 #[tokio::test]
 async fn a_kubeconfig_from_the_model_is_refused() {
     let app = spawn_app().await;
-    let marker = std::env::temp_dir().join(format!("triage-kube-exec-{}", std::process::id()));
+    let marker = crate::helpers::scratch().join(format!("kube-exec-{}", std::process::id()));
     let _ = std::fs::remove_file(&marker);
     let kubeconfig = json!({
         "apiVersion": "v1", "kind": "Config", "current-context": "x",
@@ -73,7 +73,7 @@ async fn a_kubeconfig_from_the_model_is_refused() {
 #[tokio::test]
 async fn triages_config_and_model_list_are_sensitive_paths() {
     let llm = FakeLlm::start().await;
-    let dir = std::env::temp_dir().join(format!("triage-own-files-{}", std::process::id()));
+    let dir = crate::helpers::scratch().join(format!("own-files-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let models = dir.join("models.yaml");
     std::fs::write(

@@ -2,10 +2,8 @@
 
 /// A directory of stand-ins for `node` and `kubectl` reporting the versions given.
 fn old_tools(node: &str, kubectl: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "triage-old-tools-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let dir =
+        crate::helpers::scratch().join(format!("old-tools-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("node"), format!("#!/bin/sh\necho v{node}\n")).unwrap();
     std::fs::write(

@@ -11,7 +11,7 @@ use fake_llm::{FakeLlm, Step};
 /// Writes a config pointing at the fake LLM and returns its path.
 pub(crate) fn config_for(llm: &FakeLlm, extra: &str) -> PathBuf {
     let path =
-        std::env::temp_dir().join(format!("triage-cli-{}.toml", uuid::Uuid::new_v4().simple()));
+        crate::helpers::scratch().join(format!("cli-{}.toml", uuid::Uuid::new_v4().simple()));
     // A server started with this file keeps its conversations beside it, not in $HOME; no
     // background title request takes the scripted LLM's next answer.
     let database = path.with_extension("db");
@@ -178,10 +178,8 @@ async fn failures_exit_1_and_usage_errors_exit_2() {
         triage(Some(&config), &["frobnicate"]).await.status.code(),
         Some(2)
     );
-    let broken = std::env::temp_dir().join(format!(
-        "triage-cli-bad-{}.toml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let broken =
+        crate::helpers::scratch().join(format!("cli-bad-{}.toml", uuid::Uuid::new_v4().simple()));
     std::fs::write(&broken, "[server]\nprot = 1\n").unwrap();
     let out = triage(Some(&broken), &["check"]).await;
     assert_eq!(out.status.code(), Some(2));
@@ -216,10 +214,8 @@ async fn models_and_check() {
         "{report}"
     );
     // No model at all: check says how to configure one and fails.
-    let empty = std::env::temp_dir().join(format!(
-        "triage-cli-empty-{}.toml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let empty =
+        crate::helpers::scratch().join(format!("cli-empty-{}.toml", uuid::Uuid::new_v4().simple()));
     std::fs::write(&empty, "[toolsets.kubernetes]\nenabled = false\n").unwrap();
     let out = triage(Some(&empty), &["check"]).await;
     assert_eq!(out.status.code(), Some(2));
@@ -263,10 +259,8 @@ async fn holmesgpt_environment_works_unchanged() {
         text(&out.stderr)
     );
     // HolmesGPT's model list YAML with {{ env.VAR }} placeholders.
-    let list = std::env::temp_dir().join(format!(
-        "triage-models-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let list =
+        crate::helpers::scratch().join(format!("models-{}.yaml", uuid::Uuid::new_v4().simple()));
     std::fs::write(
         &list,
         "fast-model:\n  model: openai/gpt-4.1-mini\n  api_key: \"{{ env.MY_KEY }}\"\n  temperature: 0\naccurate-model:\n  model: openai/gpt-4.1\n  base_url: http://127.0.0.1:4000\n  custom_args:\n    max_context_size: 64000\n",

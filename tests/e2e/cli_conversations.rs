@@ -337,10 +337,8 @@ async fn without_server_the_configured_listen_address_and_key_are_used() {
         "[server]\nport = {port}\napi_keys = [\"cli-config-key\"]\n"
     ))
     .await;
-    let config = std::env::temp_dir().join(format!(
-        "triage-cli-conv-{}.toml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let config =
+        crate::helpers::scratch().join(format!("cli-conv-{}.toml", uuid::Uuid::new_v4().simple()));
     std::fs::write(
         &config,
         format!("[server]\nhost = \"0.0.0.0\"\nport = {port}\napi_keys = [\"cli-config-key\"]\n"),

@@ -9,8 +9,7 @@ use crate::helpers::spawn_with_settings;
 use fake_llm::{FakeLlm, Step};
 
 fn write_temp(name: &str, contents: &str) -> std::path::PathBuf {
-    let path =
-        std::env::temp_dir().join(format!("triage-{}-{name}", uuid::Uuid::new_v4().simple()));
+    let path = crate::helpers::scratch().join(format!("{}-{name}", uuid::Uuid::new_v4().simple()));
     std::fs::write(&path, contents).unwrap();
     path
 }

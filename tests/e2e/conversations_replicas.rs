@@ -19,10 +19,8 @@ struct Replica {
 }
 
 fn config(llm: &FakeLlm, database: &str, port: u16) -> PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "triage-replica-{}.toml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let path =
+        crate::helpers::scratch().join(format!("replica-{}.toml", uuid::Uuid::new_v4().simple()));
     let text = format!(
         "[server]\nport = {port}\n\
          [toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n\

@@ -181,7 +181,7 @@ async fn ignored_request_fields_are_reported_in_metadata_warnings() {
 /// A kubectl stand-in: `version --client` reports `minor`, anything else fails as with no
 /// cluster.
 fn fake_kubectl(minor: u32) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("kubectl-{}", uuid::Uuid::new_v4().simple()));
+    let path = crate::helpers::scratch().join(format!("kubectl-{}", uuid::Uuid::new_v4().simple()));
     let script = format!(
         "#!/bin/sh\ncase \"$*\" in\n  *--client*) echo '{{\"clientVersion\":{{\"major\":\"1\",\"minor\":\"{minor}\",\"gitVersion\":\"v1.{minor}.0\"}}}}' ;;\n  *) echo 'error: no cluster here' >&2; exit 1 ;;\nesac\n"
     );

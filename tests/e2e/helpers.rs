@@ -33,7 +33,48 @@ impl Drop for TestApp {
 
 /// A fresh directory for one test app's conversation database: tests never write to $HOME.
 pub fn test_data_dir() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("triage-e2e-data-{}", uuid::Uuid::new_v4().simple()))
+    scratch().join(format!("data-{}", uuid::Uuid::new_v4().simple()))
+}
+
+/// Prefix of the scratch directory each e2e test process keeps its files in.
+const SCRATCH_PREFIX: &str = "triage-e2e-run-";
+
+/// This test process's scratch directory in the system temp dir; every file and directory the
+/// e2e tests make goes under it. libtest has no hook at exit, so a run leaves its directory
+/// behind, and the first test of the next run removes those of processes that have exited:
+/// repeated runs leave one directory, not thousands of files.
+pub fn scratch() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        remove_scratch_of_exited_runs();
+        let dir = std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create the e2e scratch directory");
+        // Tools run as an unprivileged user when the tests run as root: they must be able to
+        // reach the directories made for them in here, whatever the umask.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+            .expect("open the e2e scratch directory to tools");
+        dir
+    })
+}
+
+fn remove_scratch_of_exited_runs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// One SSE event: its name and parsed data.
@@ -255,10 +296,7 @@ pub async fn call(
 /// unprivileged user when the tests run as root, so the directory is world-writable.
 pub fn tool_writable_dir(purpose: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!(
-        "triage-{purpose}-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let dir = scratch().join(format!("{purpose}-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     dir

@@ -20,8 +20,8 @@ use crate::yaml_toolsets::fixture;
 use fake_llm::{FakeLlm, Step};
 
 fn temp_dir(purpose: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "triage-holmes-{purpose}-{}",
+    let dir = crate::helpers::scratch().join(format!(
+        "holmes-{purpose}-{}",
         uuid::Uuid::new_v4().simple()
     ));
     std::fs::create_dir_all(&dir).unwrap();

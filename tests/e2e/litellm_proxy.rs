@@ -40,8 +40,7 @@ impl Drop for Proxy {
 /// LiteLLM on a loopback port, one model `fake` routed to the fake LLM, no telemetry, the
 /// local cost map, no database, and no retries of its own (the scenarios count upstream calls).
 async fn start_proxy(bin: &PathBuf, upstream: &str) -> Proxy {
-    let dir =
-        std::env::temp_dir().join(format!("triage-litellm-{}", uuid::Uuid::new_v4().simple()));
+    let dir = crate::helpers::scratch().join(format!("litellm-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("litellm.yaml");
     std::fs::write(

@@ -227,10 +227,8 @@ async fn a_killed_stdio_server_is_restarted_and_reads_only_what_the_sandbox_allo
     let Some(entry) = everything() else { return };
     // World-readable, but outside what the sandbox lets tools read: a server that can read it
     // exits before it speaks, and never connects.
-    let secret = std::env::temp_dir().join(format!(
-        "triage-mcp-secret-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let secret =
+        crate::helpers::scratch().join(format!("mcp-secret-{}", uuid::Uuid::new_v4().simple()));
     std::fs::write(&secret, "not for tools").unwrap();
     let script = format!(
         "cat {} >/dev/null 2>&1 && exit 3; exec node {entry} stdio",

@@ -162,10 +162,8 @@ async fn openai_reasoning_models_get_their_parameter_names() {
 
 /// A HolmesGPT model list file in YAML, with the variables HolmesGPT reads for every model.
 fn model_list(llm: &FakeLlm, yaml: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!(
-        "triage-model-list-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let path = crate::helpers::scratch()
+        .join(format!("model-list-{}.yaml", uuid::Uuid::new_v4().simple()));
     std::fs::write(&path, yaml.replace("{LLM}", &llm.base_url())).unwrap();
     path
 }

@@ -354,7 +354,7 @@ async fn real_responses_match_their_schemas() {
     assert!(!event_errors(&doc, &[broken]).is_empty());
 
     // A pause for approval, its resume, and a stream that ends in an error.
-    let dir = std::env::temp_dir().join(format!("triage-openapi-{}", uuid::Uuid::new_v4()));
+    let dir = crate::helpers::scratch().join(format!("openapi-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let command = format!("touch {}/marker", dir.display());
     app.llm

@@ -166,7 +166,7 @@ fn allowed_commands_execute_only_allowed_programs() {
 
 /// A directory with harmless inputs, a HOME and a kubeconfig whose server refuses connections.
 fn scratch_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("triage-policy-strace-{}", std::process::id()));
+    let dir = crate::helpers::scratch().join(format!("policy-strace-{}", std::process::id()));
     std::fs::create_dir_all(dir.join(".kube")).unwrap();
     std::fs::write(dir.join("input.txt"), "b 2 error\na 1 ok\nb 2 error\n").unwrap();
     std::fs::write(dir.join("input.json"), "{\"a\": [1, 2]}\n").unwrap();

@@ -491,10 +491,8 @@ async fn the_fake_refuses_what_anthropic_refuses() {
 async fn check_probes_an_anthropic_model_from_a_model_list() {
     let llm = FakeLlm::start().await;
     llm.push(Step::text("OK"));
-    let list = std::env::temp_dir().join(format!(
-        "triage-anthropic-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let list =
+        crate::helpers::scratch().join(format!("anthropic-{}.yaml", uuid::Uuid::new_v4().simple()));
     std::fs::write(
         &list,
         format!(

@@ -336,10 +336,8 @@ async fn a_bearer_token_is_sent_without_sigv4() {
 /// A model list as a HolmesGPT user writes it, no keys in it: the credentials come from the
 /// environment, as `check` (a process of its own) sees it.
 fn model_list(llm: &FakeLlm) -> std::path::PathBuf {
-    let list = std::env::temp_dir().join(format!(
-        "triage-bedrock-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let list =
+        crate::helpers::scratch().join(format!("bedrock-{}.yaml", uuid::Uuid::new_v4().simple()));
     std::fs::write(
         &list,
         format!(
@@ -374,10 +372,8 @@ async fn check_probes_bedrock_with_a_bearer_token_and_web_identity() {
     assert!(!report.contains("env-bearer-token"));
 
     // Web identity (IRSA): STS swaps the token file's token for credentials, which sign.
-    let token_file = std::env::temp_dir().join(format!(
-        "triage-web-identity-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let token_file =
+        crate::helpers::scratch().join(format!("web-identity-{}", uuid::Uuid::new_v4().simple()));
     std::fs::write(&token_file, "web-identity-jwt").unwrap();
     llm.trust_web_identity("arn:aws:iam::123456789012:role/triage", "web-identity-jwt");
     llm.push(Step::text("OK"));

@@ -525,10 +525,8 @@ async fn the_fake_refuses_what_gemini_refuses() {
 #[tokio::test]
 async fn check_probes_gemini_and_vertex_through_the_metadata_server() {
     let llm = FakeLlm::start().await;
-    let list = std::env::temp_dir().join(format!(
-        "triage-gemini-{}.yaml",
-        uuid::Uuid::new_v4().simple()
-    ));
+    let list =
+        crate::helpers::scratch().join(format!("gemini-{}.yaml", uuid::Uuid::new_v4().simple()));
     std::fs::write(
         &list,
         format!(

@@ -15,7 +15,7 @@ const AZURE_KEY: &str = "azure-key-0815-abcdef";
 #[tokio::test]
 async fn model_list_keys_and_provider_variables_are_masked() {
     let llm = FakeLlm::start().await;
-    let dir = std::env::temp_dir().join(format!("triage-mask-{}", uuid::Uuid::new_v4().simple()));
+    let dir = crate::helpers::scratch().join(format!("mask-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let list = dir.join("models.yaml");
     std::fs::write(

@@ -374,7 +374,7 @@ async fn cors_is_off_by_default_and_follows_the_allow_list() {
 
 #[tokio::test]
 async fn serves_tls_from_pem_files() {
-    let dir = std::env::temp_dir().join(format!("triage-tls-{}", uuid::Uuid::new_v4().simple()));
+    let dir = crate::helpers::scratch().join(format!("tls-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
     let status = std::process::Command::new("openssl")

@@ -52,7 +52,7 @@ fn require_prometheus() {
 async fn start_prometheus() -> PromServer {
     require_prometheus();
     let port = crate::helpers::free_port();
-    let dir = std::env::temp_dir().join(format!("triage-prom-{}-{port}", std::process::id()));
+    let dir = crate::helpers::scratch().join(format!("prom-{}-{port}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("data")).expect("create the Prometheus directory");
     std::fs::write(

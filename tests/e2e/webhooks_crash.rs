@@ -161,8 +161,8 @@ async fn two_replicas_send_each_delivery_once() {
     let mut replicas = Vec::new();
     for _ in 0..2 {
         let port = free_port();
-        let config = std::env::temp_dir().join(format!(
-            "triage-webhook-replica-{}.toml",
+        let config = crate::helpers::scratch().join(format!(
+            "webhook-replica-{}.toml",
             uuid::Uuid::new_v4().simple()
         ));
         let text = format!(

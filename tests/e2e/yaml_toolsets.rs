@@ -292,7 +292,7 @@ command = "echo token=$API_TOKEN"
 
 #[tokio::test]
 async fn an_empty_mcp_servers_from_helm_configures_nothing() {
-    let dir = std::env::temp_dir().join(format!("triage-helm-{}", uuid::Uuid::new_v4().simple()));
+    let dir = crate::helpers::scratch().join(format!("helm-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("custom_toolset.yaml");
     std::fs::write(&file, "toolsets: {}\nmcp_servers: {}\n").unwrap();

@@ -144,10 +144,10 @@ impl KubeStandin {
     }
 }
 
-/// A fresh directory under the system temp dir (no tempfile crate here).
+/// A fresh directory in the test process's scratch directory.
 pub fn unique_temp_dir(prefix: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
+    let dir = crate::helpers::scratch().join(format!(
         "{prefix}-{}-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed),
