@@ -322,6 +322,18 @@ async fn invalid_utf8_in_the_stream_is_an_error() {
 }
 
 #[tokio::test]
+async fn invalid_utf8_only_in_a_field_triage_ignores_is_read_as_before() {
+    let app = spawn_app().await;
+    let mut body = b"data: {\"id\":\"chatcmpl-\xff\",\"choices\":[{\"delta\":{\"content\":\"still read\"}}]}\n\n".to_vec();
+    body.extend_from_slice(raw_chunk(json!({}), Some("stop")).as_bytes());
+    body.extend_from_slice(b"data: [DONE]\n\n");
+    app.llm.push(Step::Raw { body: body.into() });
+    let (status, resp) = app.chat_json(&ask(false)).await;
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(resp["analysis"], "still read");
+}
+
+#[tokio::test]
 async fn an_llm_nobody_listens_on_is_a_clear_error() {
     // Port 9 (discard) on loopback: connection refused, on every attempt.
     let app = spawn_app_with(
