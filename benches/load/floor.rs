@@ -299,11 +299,13 @@ pub async fn floor(fake: &FakeLlm, quick: bool) -> Value {
     };
     let load_before = loadavg();
     let mut rows = Vec::new();
-    // `LOAD_BENCH_FLOOR_KINDS=JSON,SSE`: only these kinds (e.g. under a profiler).
+    // `LOAD_BENCH_FLOOR_KINDS=JSON,SSE`: only these kinds (e.g. under a profiler). A kind whose
+    // label has a comma is named by its slug: `json-one-tool`, `sse-one-tool`.
     let only = std::env::var("LOAD_BENCH_FLOOR_KINDS").ok();
+    let slug = |label: &str| label.to_lowercase().replace(", ", "-").replace(' ', "-");
     let wanted = |label: &str| {
         only.as_deref()
-            .is_none_or(|o| o.split(',').any(|k| k == label))
+            .is_none_or(|o| o.split(',').any(|k| k == label || k == slug(label)))
     };
     for &(label, model, stream, llm_calls) in KINDS.iter().filter(|k| wanted(k.0)) {
         let body = chat_body(stream, model);
