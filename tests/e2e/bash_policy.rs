@@ -25,7 +25,7 @@ fn assert_refused(body: &Value, n: usize, because: &str) {
 #[tokio::test]
 async fn printf_v_subscripts_do_not_run_commands() {
     let app = spawn_app().await;
-    let marker = crate::helpers::scratch().join(format!("printf-v-{}", std::process::id()));
+    let marker = crate::helpers::tool_writable_dir("printf-v").join("marker");
     let _ = std::fs::remove_file(&marker);
     app.llm.push(Step::tool(
         "a",
@@ -49,7 +49,7 @@ async fn printf_v_subscripts_do_not_run_commands() {
 #[tokio::test]
 async fn a_kubeconfig_from_the_model_is_refused() {
     let app = spawn_app().await;
-    let marker = crate::helpers::scratch().join(format!("kube-exec-{}", std::process::id()));
+    let marker = crate::helpers::tool_writable_dir("kube-exec").join("marker");
     let _ = std::fs::remove_file(&marker);
     let kubeconfig = json!({
         "apiVersion": "v1", "kind": "Config", "current-context": "x",

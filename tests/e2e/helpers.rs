@@ -42,36 +42,54 @@ const SCRATCH_PREFIX: &str = "triage-e2e-run-";
 /// This test process's scratch directory in the system temp dir; every file and directory the
 /// e2e tests make goes under it. libtest has no hook at exit, so a run leaves its directory
 /// behind, and the first test of the next run removes those of processes that have exited:
-/// repeated runs leave one directory, not thousands of files.
+/// repeated runs leave one directory, not thousands of files. The name carries a random part
+/// and the directory is created fresh (never one someone else made first, nor a symlink).
 pub fn scratch() -> &'static std::path::Path {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
         remove_scratch_of_exited_runs();
-        let dir = std::env::temp_dir().join(format!("{SCRATCH_PREFIX}{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create the e2e scratch directory");
+        let dir = std::env::temp_dir().join(format!(
+            "{SCRATCH_PREFIX}{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::DirBuilder::new()
+            .mode(0o755)
+            .create(&dir)
+            .expect("create the e2e scratch directory");
         // Tools run as an unprivileged user when the tests run as root: they must be able to
         // reach the directories made for them in here, whatever the umask.
-        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
             .expect("open the e2e scratch directory to tools");
         dir
     })
 }
 
+/// Removes the scratch directories, owned by this user, of test processes that have exited.
 fn remove_scratch_of_exited_runs() {
+    use std::os::unix::fs::MetadataExt;
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix(SCRATCH_PREFIX))
+            .and_then(|rest| rest.split('-').next())
             .and_then(|pid| pid.parse::<u32>().ok())
         else {
             continue;
         };
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        let ours = std::fs::symlink_metadata(entry.path())
+            .is_ok_and(|m| m.file_type().is_dir() && m.uid() == uid);
+        // Our own pid: a directory of an earlier process (ours is made after this sweep).
+        let exited =
+            pid == std::process::id() || !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if ours && exited {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
