@@ -162,8 +162,8 @@ fn prompts(c: &mut Criterion) {
     let default_len = p.system_prompt(p.sections(None), None, tok).text.len();
     let mut g = c.benchmark_group("prompt");
     g.throughput(Throughput::Bytes(default_len as u64));
-    // What `prepare` does per request: pick sections, fetch the (cached) system prompt and
-    // render the user prompt (question + files, todo reminder, time).
+    // What `prepare` does per request: pick sections, fetch the (cached) system prompt,
+    // render the user prompt (question + files, todo reminder, time) and count its tokens.
     g.bench_function("assemble/default_controls", |b| {
         b.iter(|| {
             let sections = p.sections(None);
@@ -175,7 +175,7 @@ fn prompts(c: &mut Criterion) {
                     chrono::Utc::now(),
                 )
                 .unwrap();
-            black_box((system.tokens, user.len()))
+            black_box((system.tokens, user.tokens(tok)))
         })
     });
     g.bench_function("assemble/minimal_controls", |b| {
@@ -189,7 +189,7 @@ fn prompts(c: &mut Criterion) {
                     chrono::Utc::now(),
                 )
                 .unwrap();
-            black_box((system.tokens, user.len()))
+            black_box((system.tokens, user.tokens(tok)))
         })
     });
     // `additional_system_prompt` makes the system prompt per-request (not cached).

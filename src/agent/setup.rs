@@ -156,13 +156,19 @@ impl Agent {
         setup: &RunSetup,
         message: &UserMessage,
     ) -> Result<Message, RunError> {
-        let text = self
+        let prompt = self
             .prompts
             .user_prompt(&message.text, setup.sections, chrono::Utc::now())
             .map_err(|e| RunError::new(RunErrorKind::Internal, e.to_string()))?;
         if message.images.is_empty() {
-            return Ok(Message::user(Value::String(text)));
+            // Counted here, where the sections' share is known, so the conversation does not
+            // count the whole text again.
+            let tokens = prompt.tokens(setup.model.tokenizer);
+            let mut user = Message::user(Value::String(prompt.text));
+            user.token_count = Some(tokens + MESSAGE_OVERHEAD);
+            return Ok(user);
         }
+        let text = prompt.text;
         if !setup.model.vision {
             return Err(RunError::bad_input(format!(
                 "model '{}' does not accept images: set `vision = true` on its entry if it is a vision model",

@@ -71,6 +71,16 @@ impl Tokenizer {
         Some((prefix, total))
     }
 
+    /// Whether `count(a + b) == count(a) + count(b)` for every `a` that ends with a newline:
+    /// true when `b` starts with a character that no pre-tokenizer piece ending in a newline
+    /// takes in (whitespace, and `/`, which o200k joins to punctuation and newlines before it).
+    /// BPE merges only inside a piece, and no piece pattern looks behind.
+    pub fn splits_after_newline(b: &str) -> bool {
+        b.chars()
+            .next()
+            .is_some_and(|c| !c.is_whitespace() && c != '/')
+    }
+
     /// Special-token text such as `<|endoftext|>` is counted as ordinary text, as it is sent.
     fn encoding(self) -> &'static tiktoken::CoreBpe {
         let name = match self {
@@ -240,6 +250,46 @@ mod tests {
         ) {
             assert_same_as_tiktoken_rs(&chars.into_iter().collect::<String>());
         }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
+        #[test]
+        fn counts_add_up_after_a_newline(
+            head in proptest::collection::vec(proptest::sample::select(
+                " \t\n\r\u{a0}aZ09'sll.?!/\\\"-=<>日本😀\u{301}".chars().collect::<Vec<char>>(),
+            ), 0..40),
+            tail in proptest::collection::vec(proptest::sample::select(
+                " \t\n\r\u{a0}aZ09'sll.?!/\\\"-=<>日本😀\u{301}".chars().collect::<Vec<char>>(),
+            ), 0..40),
+        ) {
+            let head = head.into_iter().collect::<String>() + "\n";
+            let tail = tail.into_iter().collect::<String>();
+            if Tokenizer::splits_after_newline(&tail) {
+                for tok in [Tokenizer::O200k, Tokenizer::Cl100k] {
+                    proptest::prop_assert_eq!(
+                        tok.count(&format!("{head}{tail}")),
+                        tok.count(&head) + tok.count(&tail),
+                        "{:?} {:?} + {:?}", tok, head, tail
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counts_do_not_add_up_where_a_newline_piece_goes_on() {
+        // Whitespace and (for o200k) `/` join the piece that ends in the newline.
+        let splits = |tok: Tokenizer, head: &str, tail: &str| {
+            tok.count(&format!("{head}{tail}")) == tok.count(head) + tok.count(tail)
+        };
+        assert!(!Tokenizer::splits_after_newline("/var/log"));
+        assert!(!Tokenizer::splits_after_newline("\nnext"));
+        assert!(!Tokenizer::splits_after_newline(""));
+        assert!(!splits(Tokenizer::O200k, "ok.\n", "/var/log"));
+        assert!(!splits(Tokenizer::O200k, "why?\n", "\n\nnext"));
+        assert!(Tokenizer::splits_after_newline("<system-reminder>"));
+        assert!(splits(Tokenizer::O200k, "why?\n\n", "<system-reminder>"));
     }
 
     #[test]

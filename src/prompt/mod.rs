@@ -125,7 +125,42 @@ pub struct Prompts {
 struct UserSections {
     sections: SectionSet,
     unix_second: i64,
-    text: Arc<str>,
+    rendered: Arc<RenderedSections>,
+}
+
+/// The user sections of one second, with the token count of all but their leading blank line
+/// per tokenizer, counted once: every question of that second shares it.
+struct RenderedSections {
+    text: String,
+    tail_tokens: [std::sync::OnceLock<u32>; 2],
+}
+
+impl RenderedSections {
+    /// Tokens of the text after its leading blank line, when they add up with any question
+    /// before it (`Tokenizer::splits_after_newline`).
+    fn tail_tokens(&self, tokenizer: Tokenizer) -> Option<u32> {
+        let tail = self.text.strip_prefix("\n\n")?;
+        Tokenizer::splits_after_newline(tail)
+            .then(|| *self.tail_tokens[tokenizer as usize].get_or_init(|| tokenizer.count(tail)))
+    }
+}
+
+/// The user message text: the question, then the enabled user sections.
+pub struct UserPrompt {
+    pub text: String,
+    ask_len: usize,
+    sections: Arc<RenderedSections>,
+}
+
+impl UserPrompt {
+    /// The tokens of `text`, as `Tokenizer::count` gives them, counting only the question and
+    /// the blank line after it: the sections' share is counted once a second.
+    pub fn tokens(&self, tokenizer: Tokenizer) -> u32 {
+        match self.sections.tail_tokens(tokenizer) {
+            Some(tail) => tokenizer.count(&self.text[..self.ask_len + 2]) + tail,
+            None => tokenizer.count(&self.text),
+        }
+    }
 }
 
 impl Prompts {
@@ -245,12 +280,16 @@ impl Prompts {
         ask: &str,
         sections: SectionSet,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<String, PromptError> {
+    ) -> Result<UserPrompt, PromptError> {
         let rendered = self.user_sections(sections, now)?;
-        let mut text = String::with_capacity(ask.len() + rendered.len());
+        let mut text = String::with_capacity(ask.len() + rendered.text.len());
         text.push_str(ask);
-        text.push_str(&rendered);
-        Ok(text)
+        text.push_str(&rendered.text);
+        Ok(UserPrompt {
+            text,
+            ask_len: ask.len(),
+            sections: rendered,
+        })
     }
 
     /// The enabled user sections, each after a blank line, for this second.
@@ -258,14 +297,14 @@ impl Prompts {
         &self,
         sections: SectionSet,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<Arc<str>, PromptError> {
+    ) -> Result<Arc<RenderedSections>, PromptError> {
         let unix_second = now.timestamp();
         if let Ok(last) = self.user_sections.read()
             && let Some(last) = last.as_ref()
             && last.sections == sections
             && last.unix_second == unix_second
         {
-            return Ok(last.text.clone());
+            return Ok(last.rendered.clone());
         }
         let mut text = String::new();
         for section in [
@@ -290,15 +329,18 @@ impl Prompts {
                 text.push_str(&rendered);
             }
         }
-        let text: Arc<str> = text.into();
+        let rendered = Arc::new(RenderedSections {
+            text,
+            tail_tokens: Default::default(),
+        });
         if let Ok(mut last) = self.user_sections.write() {
             *last = Some(UserSections {
                 sections,
                 unix_second,
-                text: text.clone(),
+                rendered: rendered.clone(),
             });
         }
-        Ok(text)
+        Ok(rendered)
     }
 
     pub fn compaction_instructions(&self) -> Result<String, PromptError> {
@@ -388,22 +430,59 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(
-            p.user_prompt("q", sections, chrono::Utc::now()).unwrap(),
+            p.user_prompt("q", sections, chrono::Utc::now())
+                .unwrap()
+                .text,
             "q"
         );
+    }
+
+    #[test]
+    fn user_prompt_tokens_are_those_of_its_whole_text() {
+        let now = chrono::Utc::now();
+        let asks = [
+            "",
+            "why?",
+            "why? ",
+            "ok.\n",
+            "path /var/log/",
+            "tabs\t",
+            "日本語",
+            "emoji 😀",
+            "42",
+        ];
+        for p in [prompts(None), prompts(Some("none"))] {
+            for ask in asks {
+                let prompt = p.user_prompt(ask, p.sections(None), now).unwrap();
+                for tok in [Tokenizer::O200k, Tokenizer::Cl100k] {
+                    assert_eq!(
+                        prompt.tokens(tok),
+                        tok.count(&prompt.text),
+                        "{ask:?} {tok:?}"
+                    );
+                }
+            }
+        }
+        // The default sections after a question are counted once, not per question.
+        let p = prompts(None);
+        let prompt = p.user_prompt("why?", p.sections(None), now).unwrap();
+        assert!(prompt.sections.tail_tokens(Tokenizer::O200k).is_some());
     }
 
     #[test]
     fn user_prompt_carries_the_time() {
         let p = prompts(None);
         let now = chrono::DateTime::from_timestamp(1_795_300_769, 0).unwrap();
-        let text = p.user_prompt("why?", p.sections(None), now).unwrap();
+        let text = p.user_prompt("why?", p.sections(None), now).unwrap().text;
         assert!(text.starts_with("why?\n\n"));
         assert!(text.contains("1795300769") && text.contains("2026"));
         // The same second reuses the rendered sections; the next one renders afresh.
-        assert_eq!(p.user_prompt("why?", p.sections(None), now).unwrap(), text);
+        assert_eq!(
+            p.user_prompt("why?", p.sections(None), now).unwrap().text,
+            text
+        );
         let later = now + chrono::Duration::seconds(1);
-        let next = p.user_prompt("why?", p.sections(None), later).unwrap();
+        let next = p.user_prompt("why?", p.sections(None), later).unwrap().text;
         assert!(next.contains("1795300770") && !next.contains("1795300769"));
         let bare = p
             .user_prompt(
@@ -411,7 +490,8 @@ mod tests {
                 p.sections(Some(&HashMap::from([("time_runbooks".to_owned(), false)]))),
                 later,
             )
-            .unwrap();
+            .unwrap()
+            .text;
         assert!(!bare.contains("1795300770"), "{bare}");
     }
 }

@@ -1,5 +1,7 @@
 //! Non-streaming `POST /api/chat` response and the `metadata` object shared with SSE events.
 
+use std::borrow::Cow;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -18,22 +20,24 @@ pub struct ChatResponse {
     pub metadata: Metadata,
 }
 
+/// Borrowed text: every first turn answers the same three (`defaults`), which cost twelve
+/// allocations a request as `String`s.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct FollowUpAction {
-    pub id: String,
-    pub action_label: String,
-    pub pre_action_notification_text: String,
-    pub prompt: String,
+    pub id: Cow<'static, str>,
+    pub action_label: Cow<'static, str>,
+    pub pre_action_notification_text: Cow<'static, str>,
+    pub prompt: Cow<'static, str>,
 }
 
 impl FollowUpAction {
     /// The reference server's suggestions on a conversation's first turn.
     pub fn defaults() -> Vec<FollowUpAction> {
-        let action = |id: &str, label: &str, note: &str, prompt: &str| FollowUpAction {
-            id: id.into(),
-            action_label: label.into(),
-            pre_action_notification_text: note.into(),
-            prompt: prompt.into(),
+        let action = |id, label, note, prompt| FollowUpAction {
+            id: Cow::Borrowed(id),
+            action_label: Cow::Borrowed(label),
+            pre_action_notification_text: Cow::Borrowed(note),
+            prompt: Cow::Borrowed(prompt),
         };
         vec![
             action(
