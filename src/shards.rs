@@ -41,6 +41,31 @@ pub fn current() -> Option<usize> {
     CURRENT.get()
 }
 
+/// Background tasks running now. The capacity sampler counts them as activity: a conversation
+/// run outlives its request, and while it runs the server is not idle (idle is when it hands
+/// its heap and code pages back).
+static BACKGROUND: AtomicUsize = AtomicUsize::new(0);
+
+pub fn background_tasks() -> usize {
+    BACKGROUND.load(Ordering::Relaxed)
+}
+
+/// Counts one running task until dropped, with the task's future (a cancelled task too).
+struct Running(&'static AtomicUsize);
+
+impl Running {
+    fn start(count: &'static AtomicUsize) -> Running {
+        count.fetch_add(1, Ordering::Relaxed);
+        Running(count)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Spawns work that outlives the request that starts it (a conversation's run, its title) on
 /// the main runtime when called on a shard: shards are chosen by connections, so a client
 /// starting many runs over one connection would otherwise pile them onto one core.
@@ -48,6 +73,11 @@ pub fn spawn_background<F>(task: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
+    let running = Running::start(&BACKGROUND);
+    let task = async move {
+        let _running = running;
+        task.await;
+    };
     let home = HOME.with_borrow(Clone::clone);
     match home {
         Some(home) => drop(home.spawn(task)),
@@ -345,6 +375,31 @@ mod tests {
             "an index past the shards gets the shared value"
         );
         CURRENT.set(None);
+    }
+
+    #[test]
+    fn a_running_task_counts_until_its_future_is_dropped() {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let running = Running::start(&COUNT);
+        let task = async move {
+            let _running = running;
+            std::future::pending::<()>().await;
+        };
+        assert_eq!(COUNT.load(Ordering::Relaxed), 1);
+        drop(task);
+        assert_eq!(COUNT.load(Ordering::Relaxed), 0, "cancelled before it ran");
+    }
+
+    #[tokio::test]
+    async fn background_work_counts_while_it_runs() {
+        let (release, wait) = oneshot::channel::<()>();
+        let (started, running) = oneshot::channel();
+        spawn_background(async move {
+            let _ = started.send(background_tasks());
+            let _ = wait.await;
+        });
+        assert!(running.await.expect("ran") >= 1);
+        drop(release);
     }
 
     #[tokio::test]

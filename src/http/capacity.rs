@@ -116,7 +116,7 @@ impl Capacity {
                 // them back when a burst is over, again once the LLM connections it pooled
                 // have closed, and before refusing work for memory that may be free already.
                 let busy = activity.busy(
-                    capacity.requests.load(Ordering::Relaxed),
+                    capacity.requests.load(Ordering::Relaxed) + crate::shards::background_tasks(),
                     capacity.admitted.load(Ordering::Relaxed),
                 );
                 let rss = capacity.rss.load(Ordering::Relaxed);
