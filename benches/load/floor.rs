@@ -301,11 +301,31 @@ pub async fn floor(fake: &FakeLlm, quick: bool) -> Value {
     let mut rows = Vec::new();
     // `LOAD_BENCH_FLOOR_KINDS=JSON,SSE`: only these kinds (e.g. under a profiler). A kind whose
     // label has a comma is named by its slug: `json-one-tool`, `sse-one-tool`.
+    // Case does not matter; a name that is no kind stops the bench rather than measure nothing.
     let only = std::env::var("LOAD_BENCH_FLOOR_KINDS").ok();
     let slug = |label: &str| label.to_lowercase().replace(", ", "-").replace(' ', "-");
+    let names: Vec<String> = only
+        .iter()
+        .flat_map(|o| o.split(','))
+        .map(|k| k.trim().to_lowercase())
+        .collect();
+    let known = |name: &str| {
+        KINDS
+            .iter()
+            .any(|k| name == k.0.to_lowercase() || name == slug(k.0))
+    };
+    if let Some(unknown) = names.iter().find(|n| !known(n)) {
+        let kinds: Vec<String> = KINDS.iter().map(|k| slug(k.0)).collect();
+        panic!(
+            "LOAD_BENCH_FLOOR_KINDS: no kind {unknown:?}; the kinds: {}",
+            kinds.join(", ")
+        );
+    }
     let wanted = |label: &str| {
-        only.as_deref()
-            .is_none_or(|o| o.split(',').any(|k| k == label || k == slug(label)))
+        only.is_none()
+            || names
+                .iter()
+                .any(|n| *n == label.to_lowercase() || *n == slug(label))
     };
     for &(label, model, stream, llm_calls) in KINDS.iter().filter(|k| wanted(k.0)) {
         let body = chat_body(stream, model);
