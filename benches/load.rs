@@ -1252,6 +1252,10 @@ fn main() {
         return;
     }
     let opts = Options::parse();
+    if let Err(e) = floor::chosen_kinds() {
+        eprintln!("{e}");
+        std::process::exit(2);
+    }
     // As the binary does: info level unless RUST_LOG/LOG_LEVEL say otherwise, so the
     // per-request span costs what it costs in production.
     triage::telemetry::init();

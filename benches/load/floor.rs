@@ -265,6 +265,38 @@ fn ratio(row: &Value, concurrency: &str, key: &str) -> f64 {
     get("triage") / get("proxy")
 }
 
+/// A kind's name in `LOAD_BENCH_FLOOR_KINDS`: its label in lower case, `, ` and spaces as `-`.
+fn slug(label: &str) -> String {
+    label.to_lowercase().replace(", ", "-").replace(' ', "-")
+}
+
+/// `LOAD_BENCH_FLOOR_KINDS=JSON,SSE`: only these kinds (e.g. under a profiler), by label or
+/// slug (`json-one-tool`, `sse-one-tool`: those labels have a comma), in any case. `None`
+/// when unset. A name that is no kind is an error, checked before any phase runs.
+pub fn chosen_kinds() -> Result<Option<Vec<String>>, String> {
+    let Ok(only) = std::env::var("LOAD_BENCH_FLOOR_KINDS") else {
+        return Ok(None);
+    };
+    let slugs: Vec<String> = KINDS.iter().map(|k| slug(k.0)).collect();
+    only.split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            let name = slug(name);
+            if slugs.contains(&name) {
+                Ok(name)
+            } else {
+                Err(format!(
+                    "LOAD_BENCH_FLOOR_KINDS: no kind {name:?}; the kinds: {}",
+                    slugs.join(", ")
+                ))
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()
+        // Set but naming nothing (`LOAD_BENCH_FLOOR_KINDS=`): every kind, as when unset.
+        .map(|names| (!names.is_empty()).then_some(names))
+}
+
 pub async fn floor(fake: &FakeLlm, quick: bool) -> Value {
     let Some(bin) = binary() else {
         return json!({"error": "release binary not found"});
@@ -299,34 +331,8 @@ pub async fn floor(fake: &FakeLlm, quick: bool) -> Value {
     };
     let load_before = loadavg();
     let mut rows = Vec::new();
-    // `LOAD_BENCH_FLOOR_KINDS=JSON,SSE`: only these kinds (e.g. under a profiler). A kind whose
-    // label has a comma is named by its slug: `json-one-tool`, `sse-one-tool`.
-    // Case does not matter; a name that is no kind stops the bench rather than measure nothing.
-    let only = std::env::var("LOAD_BENCH_FLOOR_KINDS").ok();
-    let slug = |label: &str| label.to_lowercase().replace(", ", "-").replace(' ', "-");
-    let names: Vec<String> = only
-        .iter()
-        .flat_map(|o| o.split(','))
-        .map(|k| k.trim().to_lowercase())
-        .collect();
-    let known = |name: &str| {
-        KINDS
-            .iter()
-            .any(|k| name == k.0.to_lowercase() || name == slug(k.0))
-    };
-    if let Some(unknown) = names.iter().find(|n| !known(n)) {
-        let kinds: Vec<String> = KINDS.iter().map(|k| slug(k.0)).collect();
-        panic!(
-            "LOAD_BENCH_FLOOR_KINDS: no kind {unknown:?}; the kinds: {}",
-            kinds.join(", ")
-        );
-    }
-    let wanted = |label: &str| {
-        only.is_none()
-            || names
-                .iter()
-                .any(|n| *n == label.to_lowercase() || *n == slug(label))
-    };
+    let names = chosen_kinds().unwrap_or_else(|e| panic!("{e}"));
+    let wanted = |label: &str| names.as_ref().is_none_or(|n| n.contains(&slug(label)));
     for &(label, model, stream, llm_calls) in KINDS.iter().filter(|k| wanted(k.0)) {
         let body = chat_body(stream, model);
         let llm = capture(fake, triage.addr, &body, stream).await;

@@ -257,10 +257,10 @@ mod tests {
         #[test]
         fn counts_add_up_after_a_newline(
             head in proptest::collection::vec(proptest::sample::select(
-                " \t\n\r\u{a0}aZ09'sll.?!/\\\"-=<>日本😀\u{301}".chars().collect::<Vec<char>>(),
+                " \t\n\r\u{a0}\u{b}\u{c}\u{85}\u{2028}\u{3000}\u{feff}aZ09'sSlL.?!/\\\"-=<>日本ｱǅʰ😀\u{301}".chars().collect::<Vec<char>>(),
             ), 0..40),
             tail in proptest::collection::vec(proptest::sample::select(
-                " \t\n\r\u{a0}aZ09'sll.?!/\\\"-=<>日本😀\u{301}".chars().collect::<Vec<char>>(),
+                " \t\n\r\u{a0}\u{b}\u{c}\u{85}\u{2028}\u{3000}\u{feff}aZ09'sSlL.?!/\\\"-=<>日本ｱǅʰ😀\u{301}".chars().collect::<Vec<char>>(),
             ), 0..40),
         ) {
             let head = head.into_iter().collect::<String>() + "\n";
