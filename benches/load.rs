@@ -56,6 +56,9 @@ struct Options {
     quick: bool,
     /// `--only startup,streams,latency,throughput`: run these phases (e.g. under a profiler).
     only: Option<Vec<String>>,
+    /// `LOAD_BENCH_FLOOR_KINDS`, read with the arguments: a typo stops the bench before any
+    /// phase runs, not after the minutes before the floor.
+    floor_kinds: Option<Vec<String>>,
 }
 
 impl Options {
@@ -83,7 +86,16 @@ impl Options {
                 _ => {}
             }
         }
-        Options { json, quick, only }
+        let floor_kinds = floor::chosen_kinds().unwrap_or_else(|e| {
+            eprintln!("{e}");
+            std::process::exit(2);
+        });
+        Options {
+            json,
+            quick,
+            only,
+            floor_kinds,
+        }
     }
 }
 
@@ -1252,10 +1264,6 @@ fn main() {
         return;
     }
     let opts = Options::parse();
-    if let Err(e) = floor::chosen_kinds() {
-        eprintln!("{e}");
-        std::process::exit(2);
-    }
     // As the binary does: info level unless RUST_LOG/LOG_LEVEL say otherwise, so the
     // per-request span costs what it costs in production.
     triage::telemetry::init();
@@ -1374,7 +1382,7 @@ async fn run(opts: &Options, fd_soft: u64, fd_note: String) -> Value {
     stop_in_process(app).await;
 
     let floor = if opts.runs("floor") {
-        floor::floor(&fake, quick).await
+        floor::floor(&fake, quick, opts.floor_kinds.as_deref()).await
     } else {
         json!({})
     };

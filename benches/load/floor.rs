@@ -272,7 +272,7 @@ fn slug(label: &str) -> String {
 
 /// `LOAD_BENCH_FLOOR_KINDS=JSON,SSE`: only these kinds (e.g. under a profiler), by label or
 /// slug (`json-one-tool`, `sse-one-tool`: those labels have a comma), in any case. `None`
-/// when unset. A name that is no kind is an error, checked before any phase runs.
+/// when unset. A name that is no kind is an error.
 pub fn chosen_kinds() -> Result<Option<Vec<String>>, String> {
     let Ok(only) = std::env::var("LOAD_BENCH_FLOOR_KINDS") else {
         return Ok(None);
@@ -297,7 +297,8 @@ pub fn chosen_kinds() -> Result<Option<Vec<String>>, String> {
         .map(|names| (!names.is_empty()).then_some(names))
 }
 
-pub async fn floor(fake: &FakeLlm, quick: bool) -> Value {
+/// `kinds`: the slugs `chosen_kinds` gave, `None` for every kind.
+pub async fn floor(fake: &FakeLlm, quick: bool, kinds: Option<&[String]>) -> Value {
     let Some(bin) = binary() else {
         return json!({"error": "release binary not found"});
     };
@@ -331,8 +332,7 @@ pub async fn floor(fake: &FakeLlm, quick: bool) -> Value {
     };
     let load_before = loadavg();
     let mut rows = Vec::new();
-    let names = chosen_kinds().unwrap_or_else(|e| panic!("{e}"));
-    let wanted = |label: &str| names.as_ref().is_none_or(|n| n.contains(&slug(label)));
+    let wanted = |label: &str| kinds.is_none_or(|k| k.contains(&slug(label)));
     for &(label, model, stream, llm_calls) in KINDS.iter().filter(|k| wanted(k.0)) {
         let body = chat_body(stream, model);
         let llm = capture(fake, triage.addr, &body, stream).await;
