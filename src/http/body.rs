@@ -74,6 +74,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             }]),
         });
     }
+    // Tracking the path costs an allocation per key: a body that reads is read without it,
+    // and only a failing one is read again to name the field.
+    if let Ok(parsed) = serde_json::from_slice(bytes) {
+        return Ok(parsed);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
     if parsed.is_ok()
