@@ -400,11 +400,11 @@ fn tool_args(c: &mut Criterion) {
     let tool = Typed::new(TodoWrite);
     let ctx = ToolContext::default();
     g.bench_function("todowrite/invoke_8_items", |b| {
-        b.iter_batched(
-            || params.clone(),
-            |p| rt.block_on(tool.invoke(p, &ctx)).data.len(),
-            BatchSize::SmallInput,
-        )
+        b.iter(|| {
+            rt.block_on(tool.invoke(black_box(&params), &ctx))
+                .data
+                .len()
+        })
     });
     // The whole tool step of the loop for one call: parse the JSON arguments, find the tool,
     // run it (timeout and panic guard), build the result.

@@ -45,10 +45,10 @@ fn calls(c: &mut Criterion) {
         })
     });
     group.bench_function("sandboxed_tool_call", |b| {
-        b.iter(|| rt.block_on(tool.invoke(json!({"command": "echo hi"}), &plain)))
+        b.iter(|| rt.block_on(tool.invoke(&json!({"command": "echo hi"}), &plain)))
     });
     group.bench_function("sandboxed_approved_call", |b| {
-        b.iter(|| rt.block_on(tool.invoke(json!({"command": "echo hi"}), &approved)))
+        b.iter(|| rt.block_on(tool.invoke(&json!({"command": "echo hi"}), &approved)))
     });
     group.finish();
 

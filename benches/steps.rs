@@ -107,7 +107,11 @@ impl Tool for Noop {
     fn one_liner(&self, params: &Value) -> String {
         format!("noop {}", params["step"])
     }
-    fn invoke<'a>(&'a self, _params: Value, _ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(
+        &'a self,
+        _params: &'a Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async { ToolOutput::success("ok") })
     }
 }

@@ -37,7 +37,7 @@ impl Tool for Echo {
     fn one_liner(&self, params: &Value) -> String {
         format!("echo {}", params["text"].as_str().unwrap_or_default())
     }
-    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(&'a self, params: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             if params["guarded"] == true && !ctx.user_approved {
                 return ToolOutput {

@@ -146,11 +146,11 @@ pub trait Tool: Send + Sync {
     fn timeout(&self) -> Duration {
         DEFAULT_TOOL_TIMEOUT
     }
-    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
+    fn invoke<'a>(&'a self, params: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
 }
 
 /// Parses a tool's parameters into its typed form, naming the offending field on failure.
-pub fn parse_params<T: DeserializeOwned>(params: Value) -> Result<T, String> {
+pub fn parse_params<T: DeserializeOwned>(params: &Value) -> Result<T, String> {
     serde_path_to_error::deserialize(params).map_err(|e| {
         let path = e.path().to_string();
         if path == "." {
@@ -354,7 +354,7 @@ pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext
     };
     let description = tool.one_liner(&params);
     let limit = tool.timeout();
-    let run = AssertUnwindSafe(tool.invoke(params.clone(), ctx)).catch_unwind();
+    let run = AssertUnwindSafe(tool.invoke(&params, ctx)).catch_unwind();
     let output = match tokio::time::timeout(limit, run).await {
         Ok(Ok(output)) => output,
         Ok(Err(_panic)) => {
@@ -490,7 +490,7 @@ mod tests {
         fn one_liner(&self, _: &Value) -> String {
             "panic".into()
         }
-        fn invoke<'a>(&'a self, _: Value, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        fn invoke<'a>(&'a self, _: &'a Value, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
             Box::pin(async { panic!("boom") })
         }
     }
@@ -515,7 +515,7 @@ mod tests {
         fn timeout(&self) -> Duration {
             Duration::from_millis(50)
         }
-        fn invoke<'a>(&'a self, _: Value, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        fn invoke<'a>(&'a self, _: &'a Value, _: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
             Box::pin(std::future::pending())
         }
     }

@@ -92,7 +92,7 @@ mod tests {
         let tool = Typed::new(TodoWrite);
         let out = tool
             .invoke(
-                json!({"todos":[{"id":"1","content":"Check logs","status":"in_progress"},{"id":"2","content":"Check events","status":"pending"}]}),
+                &json!({"todos":[{"id":"1","content":"Check logs","status":"in_progress"},{"id":"2","content":"Check events","status":"pending"}]}),
                 &ToolContext::default(),
             )
             .await;
@@ -107,7 +107,7 @@ mod tests {
     async fn rejects_unknown_status() {
         let out = Typed::new(TodoWrite)
             .invoke(
-                json!({"todos":[{"id":"1","content":"x","status":"done"}]}),
+                &json!({"todos":[{"id":"1","content":"x","status":"done"}]}),
                 &ToolContext::default(),
             )
             .await;

@@ -86,7 +86,7 @@ impl<T: TypedTool> Tool for Typed<T> {
         self.tool.timeout()
     }
 
-    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(&'a self, params: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         match parse_params::<T::Params>(params) {
             Ok(p) => self.tool.invoke(p, ctx),
             Err(e) => Box::pin(std::future::ready(ToolOutput::error(e))),
@@ -138,13 +138,17 @@ mod tests {
     async fn arguments_are_parsed_once_and_errors_name_the_field() {
         let tool = Typed::new(Echo);
         let ctx = ToolContext::default();
-        let out = tool.invoke(json!({"text": "ab", "times": 2}), &ctx).await;
+        let out = tool.invoke(&json!({"text": "ab", "times": 2}), &ctx).await;
         assert_eq!(out.data, "abab");
-        let out = tool.invoke(json!({"text": "ab", "times": 300}), &ctx).await;
+        let out = tool
+            .invoke(&json!({"text": "ab", "times": 300}), &ctx)
+            .await;
         assert_eq!(out.status, ToolStatus::Error);
         let error = out.error.unwrap_or_default();
         assert!(error.starts_with("invalid parameter `times`"), "{error}");
-        let out = tool.invoke(json!({"text": "ab", "loud": true}), &ctx).await;
+        let out = tool
+            .invoke(&json!({"text": "ab", "loud": true}), &ctx)
+            .await;
         assert!(out.error.unwrap_or_default().contains("loud"));
     }
 

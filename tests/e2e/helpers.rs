@@ -306,7 +306,7 @@ pub async fn call(
     params: Value,
 ) -> triage::tools::ToolOutput {
     tool(ts, name)
-        .invoke(params, &triage::tools::ToolContext::default())
+        .invoke(&params, &triage::tools::ToolContext::default())
         .await
 }
 

@@ -158,7 +158,7 @@ fn private_allowed() -> InternetConfig {
 
 async fn fetch(ts: &Toolset, url: &str) -> ToolOutput {
     let tool: &Arc<dyn Tool> = &ts.tools[0];
-    tool.invoke(json!({ "url": url }), &ToolContext::default())
+    tool.invoke(&json!({ "url": url }), &ToolContext::default())
         .await
 }
 
@@ -273,7 +273,7 @@ async fn fetches_html_json_redirects_and_errors() {
     // Bad parameters.
     let tool: &Arc<dyn Tool> = &ts.tools[0];
     let out = tool
-        .invoke(json!({"href": "x"}), &ToolContext::default())
+        .invoke(&json!({"href": "x"}), &ToolContext::default())
         .await;
     assert!(err(&out).contains("href"), "{out:?}");
 }

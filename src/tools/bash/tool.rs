@@ -232,7 +232,7 @@ mod tests {
     }
 
     async fn invoke(tool: &Typed<BashTool>, params: Value, ctx: &ToolContext) -> ToolOutput {
-        tool.invoke(params, ctx).await
+        tool.invoke(&params, ctx).await
     }
 
     /// Whether a process whose command line contains `pattern` exists.

@@ -286,7 +286,7 @@ pub(super) mod tests {
     /// The argv of the command named `tool` for these parameters.
     pub(in super::super) fn argv_by_name(tool: &str, params: Value) -> Result<Vec<String>, String> {
         fn argv<C: Command>(params: Value) -> Result<Vec<String>, String> {
-            parse_params::<C>(params)?.argv()
+            parse_params::<C>(&params)?.argv()
         }
         let argv = match tool {
             GetByName::NAME => argv::<GetByName>,

@@ -377,7 +377,7 @@ mod tests {
         );
         assert_eq!(describe.toolset(), "kubernetes");
         // `/bin/echo` prints its argv: the connection flags come after the command.
-        let out = describe.invoke(params, &ToolContext::default()).await;
+        let out = describe.invoke(&params, &ToolContext::default()).await;
         assert_eq!(out.status, ToolStatus::Success);
         assert_eq!(
             out.data,
@@ -389,7 +389,7 @@ mod tests {
         );
         let out = describe
             .invoke(
-                json!({"kind":"secret","name":"db","namespace":"shop"}),
+                &json!({"kind":"secret","name":"db","namespace":"shop"}),
                 &ToolContext::default(),
             )
             .await;

@@ -127,12 +127,12 @@ impl McpTool {
         }
     }
 
-    async fn call(&self, params: Value, ctx: &ToolContext) -> ToolOutput {
+    async fn call(&self, params: &Value, ctx: &ToolContext) -> ToolOutput {
         let server = &self.server.name;
         let complaints: Vec<String> = self
             .listed
             .validator
-            .iter_errors(&params)
+            .iter_errors(params)
             .take(5)
             .map(|e| match e.instance_path().to_string() {
                 p if p.is_empty() => e.to_string(),
@@ -174,7 +174,7 @@ impl McpTool {
         };
         let limit = self.timeout_limit();
         let mut request = CallToolRequestParams::new(self.listed.name.clone());
-        request.arguments = Some(arguments);
+        request.arguments = Some(arguments.clone());
         match tokio::time::timeout(limit, peer.call_tool(request)).await {
             Err(_) => ToolOutput::error(format!(
                 "MCP tool {} of server '{server}' did not answer within {} s",
@@ -231,7 +231,7 @@ impl Tool for McpTool {
     fn timeout(&self) -> Duration {
         self.timeout_limit() + Duration::from_secs(5)
     }
-    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(&'a self, params: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(self.call(params, ctx))
     }
 }
@@ -428,16 +428,16 @@ mod tests {
         });
         let tool = McpTool::new("count".into(), server, ok.remove(0));
         let ctx = ToolContext::default();
-        let out = tool.call(json!({"n": "1; $(reboot)"}), &ctx).await;
+        let out = tool.call(&json!({"n": "1; $(reboot)"}), &ctx).await;
         assert_eq!(out.status, ToolStatus::Error);
         assert!(out.error.unwrap_or_default().contains("nothing was sent"));
-        let out = tool.call(json!({"n": 1}), &ctx).await;
+        let out = tool.call(&json!({"n": 1}), &ctx).await;
         assert_eq!(out.status, ToolStatus::ApprovalRequired);
         let approved = ToolContext {
             user_approved: true,
             ..ToolContext::default()
         };
-        let out = tool.call(json!({"n": 1}), &approved).await;
+        let out = tool.call(&json!({"n": 1}), &approved).await;
         assert!(out.error.unwrap_or_default().contains("is not connected"));
     }
 }

@@ -224,24 +224,24 @@ mod tests {
     #[test]
     fn times_and_steps_may_be_numbers() {
         let p: QueryRangeParams =
-            parse_params(json!({"query": "up", "start": 1714557600, "step": 30, "end": " "}))
+            parse_params(&json!({"query": "up", "start": 1714557600, "step": 30, "end": " "}))
                 .unwrap();
         assert_eq!(p.start.as_deref(), Some("1714557600"));
         assert_eq!(p.step.as_deref(), Some("30"));
         assert_eq!(p.end, None);
-        let err = parse_params::<QueryParams>(json!({"query": "up", "time": [1]})).unwrap_err();
+        let err = parse_params::<QueryParams>(&json!({"query": "up", "time": [1]})).unwrap_err();
         assert!(err.contains("`time`"), "{err}");
     }
 
     #[test]
     fn one_liners() {
-        let q: QueryParams = parse_params(json!({"query": " up ", "time": 5})).unwrap();
+        let q: QueryParams = parse_params(&json!({"query": " up ", "time": 5})).unwrap();
         assert_eq!(q.one_liner(), "PromQL instant query at 5: up");
-        let r: QueryRangeParams = parse_params(json!({"query": "up", "end": "now"})).unwrap();
+        let r: QueryRangeParams = parse_params(&json!({"query": "up", "end": "now"})).unwrap();
         assert_eq!(r.one_liner(), "PromQL range query (end-1h to now): up");
-        let l: ListLabelsParams = parse_params(json!({"metric": "up", "label": " "})).unwrap();
+        let l: ListLabelsParams = parse_params(&json!({"metric": "up", "label": " "})).unwrap();
         assert_eq!(l.one_liner(), "List Prometheus labels of up");
-        let m: ListMetricsParams = parse_params(json!({"match": "http"})).unwrap();
+        let m: ListMetricsParams = parse_params(&json!({"match": "http"})).unwrap();
         assert_eq!(m.one_liner(), "List Prometheus metrics matching `http`");
     }
 }

@@ -124,8 +124,8 @@ impl HttpTool {
         Ok(url)
     }
 
-    async fn call(&self, args: Value, ctx: &ToolContext) -> ToolOutput {
-        let url = match self.render(&args) {
+    async fn call(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
+        let url = match self.render(args) {
             Ok(u) => u,
             Err(e) => return ToolOutput::error(e),
         };
@@ -211,7 +211,7 @@ impl Tool for HttpTool {
         self.timeout + Duration::from_secs(15)
     }
 
-    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(&'a self, params: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(self.call(params, ctx))
     }
 }

@@ -42,15 +42,15 @@ async fn a_hostile_argument_is_one_literal_word() {
     assert_eq!(echo.parameters()["required"], json!(["arg"]));
     for hostile in ["$(id)", "`id`", "x; id", "a\nb", "it's", "\"q\""] {
         let out = echo
-            .invoke(json!({"arg": hostile}), &ToolContext::default())
+            .invoke(&json!({"arg": hostile}), &ToolContext::default())
             .await;
         assert_eq!(out.status, ToolStatus::Success, "{out:?}");
         assert_eq!(out.data, format!("[{hostile}]\n[hello]\n"), "{hostile:?}");
     }
-    let out = echo.invoke(json!({}), &ToolContext::default()).await;
+    let out = echo.invoke(&json!({}), &ToolContext::default()).await;
     assert!(out.error.unwrap().contains("missing parameter `arg`"));
     let out = echo
-        .invoke(json!({"arg": "a", "extra": 1}), &ToolContext::default())
+        .invoke(&json!({"arg": "a", "extra": 1}), &ToolContext::default())
         .await;
     assert!(out.error.unwrap().contains("unknown parameter `extra`"));
 }
@@ -77,7 +77,7 @@ async fn prerequisites_that_fail_make_the_toolset_unavailable() {
     // A variable an `env` prerequisite names reaches the commands; nothing else of triage's.
     let fine = ts.iter().find(|t| t.name == "fine").unwrap();
     let out = tool(fine, "c")
-        .invoke(json!({}), &ToolContext::default())
+        .invoke(&json!({}), &ToolContext::default())
         .await;
     assert_eq!(out.data, "s3cr3t");
 }
@@ -91,20 +91,20 @@ async fn timeout_and_approval() {
     .unwrap();
     let started = std::time::Instant::now();
     let out = tool(&ts[0], "sleepy")
-        .invoke(json!({}), &ToolContext::default())
+        .invoke(&json!({}), &ToolContext::default())
         .await;
     assert!(out.error.unwrap().contains("timed out after 1 s"));
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     let guarded = tool(&ts[0], "guarded");
     let out = guarded
-        .invoke(json!({"what": "x"}), &ToolContext::default())
+        .invoke(&json!({"what": "x"}), &ToolContext::default())
         .await;
     assert_eq!(out.status, ToolStatus::ApprovalRequired);
     let approved = ToolContext {
         user_approved: true,
         ..ToolContext::default()
     };
-    let out = guarded.invoke(json!({"what": "x"}), &approved).await;
+    let out = guarded.invoke(&json!({"what": "x"}), &approved).await;
     assert_eq!(out.data, "ran x\n");
 }
 
@@ -116,7 +116,7 @@ async fn output_goes_through_additional_instructions() {
     .await
     .unwrap();
     let out = tool(&ts[0], "upper")
-        .invoke(json!({"word": "ab; echo x"}), &ToolContext::default())
+        .invoke(&json!({"word": "ab; echo x"}), &ToolContext::default())
         .await;
     assert_eq!(out.data, "AB; ECHO X\nOTHER\n", "{out:?}");
 }

@@ -190,8 +190,8 @@ impl CommandTool {
         render_shell(&self.template, &values)
     }
 
-    async fn call(&self, args: Value, ctx: &ToolContext) -> ToolOutput {
-        let command = match self.render(&args) {
+    async fn call(&self, args: &Value, ctx: &ToolContext) -> ToolOutput {
+        let command = match self.render(args) {
             Ok(c) => c,
             Err(e) => return ToolOutput::error(e),
         };
@@ -240,7 +240,7 @@ impl Tool for CommandTool {
         self.timeout + Duration::from_secs(15)
     }
 
-    fn invoke<'a>(&'a self, params: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+    fn invoke<'a>(&'a self, params: &'a Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(self.call(params, ctx))
     }
 }
