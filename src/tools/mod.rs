@@ -151,6 +151,11 @@ pub trait Tool: Send + Sync {
 
 /// Parses a tool's parameters into its typed form, naming the offending field on failure.
 pub fn parse_params<T: DeserializeOwned>(params: &Value) -> Result<T, String> {
+    // Tracking the path allocates for every key: only parameters that fail are read again
+    // with it, to name the field.
+    if let Ok(parsed) = T::deserialize(params) {
+        return Ok(parsed);
+    }
     serde_path_to_error::deserialize(params).map_err(|e| {
         let path = e.path().to_string();
         if path == "." {
