@@ -8,28 +8,71 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 
 /// Arguments in a canonical form (sorted keys, no spaces) so that re-serialisation by a client
 /// does not break the signature, while any change of meaning does. Text that is not JSON is
 /// its own canonical form.
 pub fn canonical(arguments: &str) -> String {
-    match serde_json::from_str::<Node<'_>>(arguments) {
-        Ok(node) => {
-            let mut out = Vec::with_capacity(arguments.len());
-            node.write(&mut out);
-            // Only serde_json's output and ASCII punctuation were written.
-            String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
-        }
-        Err(_) => arguments.to_owned(),
+    let mut out = Vec::with_capacity(arguments.len());
+    if let Ok(node) = serde_json::from_str::<Node<'_>>(arguments) {
+        node.write(&mut out);
+    } else if let Ok(value) = serde_json::from_str::<Value>(arguments) {
+        // What the borrowed tree refuses but a `Value` reads (serde_json's raw-value object,
+        // which `Value` reads as the JSON it wraps, as the tool will): read as the tool reads it.
+        write_value(&value, &mut out);
+    } else {
+        return arguments.to_owned();
     }
+    into_string(out)
 }
 
 /// Appends `v` in the canonical form.
 pub fn write_canonical(v: &Value, out: &mut String) {
-    out.push_str(&canonical(&v.to_string()));
+    let mut bytes = Vec::new();
+    write_value(v, &mut bytes);
+    out.push_str(&into_string(bytes));
 }
+
+/// Only serde_json's output and ASCII punctuation are ever written.
+fn into_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
+}
+
+fn write_value(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_json(out, key);
+                out.push(b':');
+                write_value(value, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => write_json(out, scalar),
+    }
+}
+
+/// The key by which serde_json (with its `raw_value` feature, which triage enables) marks an
+/// object as a wrapped JSON text: `Value` reads `{"<this>": "[1, 2]"}` as `[1,2]`.
+const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
 
 /// A JSON document as parsed, strings borrowed where they hold no escapes.
 enum Node<'a> {
@@ -106,15 +149,22 @@ impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("an object key")
             }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(s)))
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Key<'de>, E> {
+                checked(Cow::Borrowed(s))
             }
-            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s.to_owned())))
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key<'de>, E> {
+                checked(Cow::Owned(s.to_owned()))
             }
-            fn visit_string<E>(self, s: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s)))
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Key<'de>, E> {
+                checked(Cow::Owned(s))
             }
+        }
+        /// The raw-value key, however escaped, sends the arguments to the `Value` reader.
+        fn checked<E: de::Error>(key: Cow<'_, str>) -> Result<Key<'_>, E> {
+            if key == RAW_VALUE_KEY {
+                return Err(E::custom("a serde_json raw value"));
+            }
+            Ok(Key(key))
         }
         d.deserialize_str(KeyVisitor)
     }
@@ -238,6 +288,11 @@ mod tests {
             r#"[true,false,null,"x",{}]"#,
             "\"just a string\"",
             "42",
+            r#"{"$serde_json::private::RawValue":"[1, 2]"}"#,
+            r#"{"\u0024serde_json::private::RawValue":"{\"b\":1,\"a\":2}"}"#,
+            r#"[{"$serde_json::private::RawValue":" 5 "}]"#,
+            r#"{"a":1,"$serde_json::private::RawValue":"2"}"#,
+            r#"{"\u0024serde_json::private::RawValue":true, "x": -0.0}"#,
             "not json",
             "{\"a\":1",
             "",
@@ -262,6 +317,8 @@ mod tests {
             Just("\\u0061".to_owned()),
             Just("é".to_owned()),
             Just("\\n".to_owned()),
+            Just(RAW_VALUE_KEY.to_owned()),
+            Just("\\u0024serde_json::private::RawValue".to_owned()),
             "[a-zA-Z_]{0,6}",
         ];
         let leaf = prop_oneof![
