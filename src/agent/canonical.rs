@@ -21,7 +21,7 @@ pub fn canonical(arguments: &str) -> String {
     } else if let Ok(value) = serde_json::from_str::<Value>(arguments) {
         // What the borrowed tree refuses but a `Value` reads (serde_json's raw-value object,
         // which `Value` reads as the JSON it wraps, as the tool will): read as the tool reads it.
-        write_value(&value, &mut out);
+        Node::from(&value).write(&mut out);
     } else {
         return arguments.to_owned();
     }
@@ -31,43 +31,13 @@ pub fn canonical(arguments: &str) -> String {
 /// Appends `v` in the canonical form.
 pub fn write_canonical(v: &Value, out: &mut String) {
     let mut bytes = Vec::new();
-    write_value(v, &mut bytes);
+    Node::from(v).write(&mut bytes);
     out.push_str(&into_string(bytes));
 }
 
 /// Only serde_json's output and ASCII punctuation are ever written.
 fn into_string(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
-}
-
-fn write_value(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_json(out, key);
-                out.push(b':');
-                write_value(value, out);
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(item, out);
-            }
-            out.push(b']');
-        }
-        scalar => write_json(out, scalar),
-    }
 }
 
 /// The key by which serde_json (with its `raw_value` feature, which triage enables) marks an
@@ -87,6 +57,24 @@ enum Scalar<'a> {
     Bool(bool),
     Number(Number),
     String(Cow<'a, str>),
+}
+
+/// A parsed `Value` as a tree borrowing its strings, so one writer serves both.
+impl<'a> From<&'a Value> for Node<'a> {
+    fn from(v: &'a Value) -> Node<'a> {
+        match v {
+            Value::Null => Node::Scalar(Scalar::Null),
+            Value::Bool(b) => Node::Scalar(Scalar::Bool(*b)),
+            Value::Number(n) => Node::Scalar(Scalar::Number(n.clone())),
+            Value::String(s) => Node::Scalar(Scalar::String(Cow::Borrowed(s))),
+            Value::Array(items) => Node::Array(items.iter().map(Node::from).collect()),
+            Value::Object(map) => Node::Object(
+                map.iter()
+                    .map(|(k, v)| (Cow::Borrowed(k.as_str()), Node::from(v)))
+                    .collect(),
+            ),
+        }
+    }
 }
 
 impl Node<'_> {
