@@ -3,12 +3,13 @@
 //! model asked for them. Calls that wait for the user or the client pause the run.
 
 use futures::StreamExt;
+use serde_json::Value;
 
 use super::Agent;
 use super::canonical::canonical;
 use super::event::AgentEvent;
 use super::frontend::DEFAULT_NOOP_RESPONSE;
-use super::run::Live;
+use super::run::{Emitter, Live};
 use super::setup::RunSetup;
 use super::state::{PendingCall, Waiting};
 use crate::context::truncation;
@@ -20,15 +21,70 @@ use crate::wire::{Message, ToolCall};
 /// Tool calls running at the same time (HolmesGPT uses a pool of 16).
 const MAX_PARALLEL_TOOLS: usize = 16;
 
-/// What became of one call.
-pub(super) enum Outcome {
+/// What became of one call, before it is reported.
+pub(super) enum Decided {
     Done(ToolOutcome),
     AwaitingApproval(ToolOutcome),
-    FrontendPause(serde_json::Value),
+    FrontendPause(Value),
+}
+
+/// What the run still reads of a call once it is reported: the `ToolFinished` event takes the
+/// outcome itself (its parameters and output can be large), the run keeps the tool message's
+/// content, whether the tool ran, and what an approval asks about.
+pub(super) enum Outcome {
+    Done {
+        content: String,
+        ran: bool,
+    },
+    AwaitingApproval {
+        content: String,
+        ran: bool,
+        description: String,
+        params: Value,
+    },
+    FrontendPause(Value),
+}
+
+impl Decided {
+    /// Reports a finished call (`ToolFinished`) and keeps what the run reads afterwards.
+    pub(super) fn report(self, emit: &Emitter) -> Outcome {
+        let (kept, shown) = self.split();
+        if let Some(shown) = shown {
+            emit.emit(AgentEvent::ToolFinished(Box::new(shown)));
+        }
+        kept
+    }
+
+    /// What the run keeps, without an event (a call waiting for approval before it ran).
+    fn unreported(self) -> Outcome {
+        self.split().0
+    }
+
+    fn split(self) -> (Outcome, Option<ToolOutcome>) {
+        match self {
+            Decided::Done(done) => {
+                let kept = Outcome::Done {
+                    content: done.content.clone(),
+                    ran: done.ran(),
+                };
+                (kept, Some(done))
+            }
+            Decided::AwaitingApproval(asked) => {
+                let kept = Outcome::AwaitingApproval {
+                    content: asked.content.clone(),
+                    ran: asked.ran(),
+                    description: asked.description.clone(),
+                    params: asked.params.clone(),
+                };
+                (kept, Some(asked))
+            }
+            Decided::FrontendPause(arguments) => (Outcome::FrontendPause(arguments), None),
+        }
+    }
 }
 
 enum Plan {
-    Immediate(Box<Outcome>),
+    Immediate(Box<Decided>),
     Execute,
 }
 
@@ -74,13 +130,11 @@ impl Agent {
         let mut job_slots = Vec::new();
         for (i, plan) in plans.into_iter().enumerate() {
             match plan {
-                Plan::Immediate(outcome) => {
-                    if let Outcome::Done(done) = outcome.as_ref() {
-                        live.emit
-                            .emit(AgentEvent::ToolFinished(Box::new(done.clone())));
-                    }
-                    outcomes.push(Some(*outcome));
-                }
+                Plan::Immediate(decided) => outcomes.push(Some(match *decided {
+                    done @ Decided::Done(_) => done.report(&live.emit),
+                    // Asked before anything ran: the pause reports it.
+                    waiting => waiting.unreported(),
+                })),
                 Plan::Execute => {
                     outcomes.push(None);
                     job_slots.push(i);
@@ -100,15 +154,19 @@ impl Agent {
         let mut pending = Vec::new();
         for (call, outcome) in calls.into_iter().zip(outcomes) {
             match outcome {
-                Some(Outcome::Done(done)) => {
-                    live.push(Message::tool(&call.id, &call.function.name, done.content));
+                Some(Outcome::Done { content, .. }) => {
+                    live.push(Message::tool(&call.id, &call.function.name, content));
                 }
-                Some(Outcome::AwaitingApproval(asked)) => pending.push(PendingCall {
+                Some(Outcome::AwaitingApproval {
+                    description,
+                    params,
+                    ..
+                }) => pending.push(PendingCall {
                     message_index: assistant_index,
                     call,
                     waits_for: Waiting::Approval {
-                        description: asked.description,
-                        params: asked.params,
+                        description,
+                        params,
                     },
                 }),
                 Some(Outcome::FrontendPause(arguments)) => pending.push(PendingCall {
@@ -137,7 +195,7 @@ impl Agent {
         let name = &call.function.name;
         let cap = self.options.max_tool_calls_per_answer;
         let answer = |toolset: &str, description: &str, output: ToolOutput| {
-            Plan::Immediate(Box::new(Outcome::Done(executed_from(
+            Plan::Immediate(Box::new(Decided::Done(executed_from(
                 call,
                 toolset,
                 description,
@@ -172,7 +230,7 @@ impl Agent {
             };
             return match tool.mode {
                 FrontendToolMode::Pause => {
-                    Plan::Immediate(Box::new(Outcome::FrontendPause(arguments)))
+                    Plan::Immediate(Box::new(Decided::FrontendPause(arguments)))
                 }
                 FrontendToolMode::Noop => {
                     let text = tool
@@ -200,7 +258,7 @@ impl Agent {
             );
         }
         if s.approve_every_call {
-            return Plan::Immediate(Box::new(Outcome::AwaitingApproval(self.described(
+            return Plan::Immediate(Box::new(Decided::AwaitingApproval(self.described(
                 call,
                 ToolOutput {
                     status: ToolStatus::ApprovalRequired,
@@ -235,12 +293,8 @@ impl Agent {
         let mut outcomes: Vec<Option<Outcome>> = jobs.iter().map(|_| None).collect();
         while let Some((i, mut done)) = running.next().await {
             self.finish_result(s, live, &mut done).await;
-            let outcome = classify(done, jobs[i].approved, s.pause_for_approval);
-            if let Outcome::Done(shown) | Outcome::AwaitingApproval(shown) = &outcome {
-                live.emit
-                    .emit(AgentEvent::ToolFinished(Box::new(shown.clone())));
-            }
-            outcomes[i] = Some(outcome);
+            let decided = classify(done, jobs[i].approved, s.pause_for_approval);
+            outcomes[i] = Some(decided.report(&live.emit));
         }
         outcomes.into_iter().flatten().collect()
     }
@@ -288,22 +342,22 @@ impl Agent {
 
 /// What a finished call means for the run: a call its tool wants approved pauses the run (or,
 /// with approvals off, becomes an error the model can recover from).
-fn classify(mut done: ToolOutcome, approved: bool, pause_for_approval: bool) -> Outcome {
+fn classify(mut done: ToolOutcome, approved: bool, pause_for_approval: bool) -> Decided {
     if done.status() != ToolStatus::ApprovalRequired {
-        return Outcome::Done(done);
+        return Decided::Done(done);
     }
     if approved {
         done.output.status = ToolStatus::Error;
         done.content = "Error: the tool still requires approval".into();
-        return Outcome::Done(done);
+        return Decided::Done(done);
     }
     if pause_for_approval {
-        return Outcome::AwaitingApproval(done);
+        return Decided::AwaitingApproval(done);
     }
     let reason = done
         .output
         .error
         .take()
         .unwrap_or_else(|| "the command needs approval".into());
-    Outcome::Done(done.into_error(format!("Tool call rejected for security reasons: {reason}")))
+    Decided::Done(done.into_error(format!("Tool call rejected for security reasons: {reason}")))
 }

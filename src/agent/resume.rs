@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::Agent;
-use super::calls::{Job, Outcome};
+use super::calls::{Decided, Job, Outcome};
 use super::canonical::canonical;
 use super::error::RunError;
-use super::event::AgentEvent;
 use super::input::{Decision, FrontendResult, Verdict};
 use super::run::Live;
 use super::setup::RunSetup;
@@ -43,7 +42,8 @@ impl Agent {
         // the order of the history.
         let (approvals, frontend): (Vec<PendingCall>, Vec<PendingCall>) =
             pending.into_iter().partition(PendingCall::is_approval);
-        let mut answers: Vec<Option<ToolOutcome>> = Vec::with_capacity(approvals.len());
+        // Per approval: the tool message's content and whether the tool ran.
+        let mut answers: Vec<Option<(String, bool)>> = Vec::with_capacity(approvals.len());
         let mut jobs = Vec::new();
         let mut job_slots = Vec::new();
         for (i, p) in approvals.iter().enumerate() {
@@ -72,37 +72,35 @@ impl Agent {
             };
             let mut outcome = self.described(&p.call, output);
             self.finish_result(s, live, &mut outcome).await;
-            live.emit
-                .emit(AgentEvent::ToolFinished(Box::new(outcome.clone())));
-            answers.push(Some(outcome));
+            answers.push(result_of(Decided::Done(outcome).report(&live.emit)));
         }
         for (i, outcome) in job_slots
             .into_iter()
             .zip(self.run_calls(s, live, jobs).await)
         {
-            if let Outcome::Done(done) | Outcome::AwaitingApproval(done) = outcome {
-                answers[i] = Some(done);
-            }
+            answers[i] = result_of(outcome);
         }
         let mut answered: Vec<(usize, Message)> = Vec::new();
         for (p, outcome) in approvals.iter().zip(answers) {
-            let Some(outcome) = outcome else { continue };
+            let Some((content, ran)) = outcome else {
+                continue;
+            };
             // Only a call that ran counts for the duplicate guard: a denied one may be asked
             // for again.
-            if outcome.ran() {
+            if ran {
                 live.state.calls_made.insert((
                     p.call.function.name.clone(),
                     canonical(&p.call.function.arguments),
                 ));
             }
-            answered.push((p.message_index, tool_message(&p.call, outcome.content)));
+            answered.push((p.message_index, tool_message(&p.call, content)));
         }
         for p in &frontend {
             let mut outcome = frontend_result(&p.call, frontend_results);
             self.finish_result(s, live, &mut outcome).await;
-            live.emit
-                .emit(AgentEvent::ToolFinished(Box::new(outcome.clone())));
-            answered.push((p.message_index, tool_message(&p.call, outcome.content)));
+            if let Some((content, _)) = result_of(Decided::Done(outcome).report(&live.emit)) {
+                answered.push((p.message_index, tool_message(&p.call, content)));
+            }
         }
         insert_results(live, answered);
         Ok(())
@@ -118,6 +116,16 @@ impl Agent {
             }
             None => executed_from(call, "", name, output),
         }
+    }
+}
+
+/// A call's result message content and whether it ran; a frontend pause has neither.
+fn result_of(outcome: Outcome) -> Option<(String, bool)> {
+    match outcome {
+        Outcome::Done { content, ran } | Outcome::AwaitingApproval { content, ran, .. } => {
+            Some((content, ran))
+        }
+        Outcome::FrontendPause(_) => None,
     }
 }
 
