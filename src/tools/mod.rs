@@ -4,6 +4,7 @@
 pub mod bash;
 mod capped;
 mod catalog;
+mod execute;
 pub mod internet;
 pub mod kubernetes;
 pub mod mcp;
@@ -13,20 +14,18 @@ mod todowrite;
 mod typed;
 pub mod yaml;
 
-use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::context::tokens::Tokenizer;
-use crate::wire::ToolCall;
 
 use catalog::Catalog;
+pub use execute::{execute, executed_from};
 pub use todowrite::TodoWrite;
 pub use typed::{Typed, TypedTool, invalid_parameters_line};
 
@@ -329,68 +328,6 @@ impl ToolOutcome {
     }
 }
 
-/// Runs one tool call of the LLM. Every failure (bad arguments, unknown tool, timeout, panic)
-/// becomes an error result the model can read and recover from.
-pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext) -> ToolOutcome {
-    let name = call.function.name.as_str();
-    let started = Instant::now();
-    let params = match parse_arguments(&call.function.arguments) {
-        Ok(p) => p,
-        Err(msg) => {
-            return finish(
-                call,
-                None,
-                Value::Object(Default::default()),
-                ToolOutput::error(msg),
-                None,
-            );
-        }
-    };
-    let Some(tool) = registry.get(name) else {
-        return finish(
-            call,
-            None,
-            params,
-            ToolOutput::error(format!(
-                "Failed to find tool {name}: no tool of that name exists"
-            )),
-            None,
-        );
-    };
-    let description = tool.one_liner(&params);
-    let limit = tool.timeout();
-    let run = AssertUnwindSafe(tool.invoke(&params, ctx)).catch_unwind();
-    let output = match tokio::time::timeout(limit, run).await {
-        Ok(Ok(output)) => output,
-        Ok(Err(_panic)) => {
-            tracing::error!(tool = name, "tool panicked");
-            ToolOutput::error(format!("Tool call failed: {name} crashed"))
-        }
-        Err(_) => ToolOutput::error(format!(
-            "Tool call failed: {name} did not finish within {:.1} s",
-            limit.as_secs_f64()
-        )),
-    };
-    let elapsed = started.elapsed();
-    let status = match output.status {
-        ToolStatus::Success => "success",
-        ToolStatus::Error => "error",
-        ToolStatus::NoData => "no_data",
-        ToolStatus::ApprovalRequired => "approval_required",
-    };
-    metrics::counter!("triage_tool_calls_total", "tool" => name.to_owned(), "status" => status)
-        .increment(1);
-    metrics::histogram!("triage_tool_call_duration_seconds", "tool" => name.to_owned())
-        .record(elapsed.as_secs_f64());
-    finish(
-        call,
-        Some((tool.toolset(), description)),
-        params,
-        output,
-        Some(elapsed),
-    )
-}
-
 /// A reqwest error in a few words for a tool result: "timed out after 20 s",
 /// "Connection refused (os error 111)" (the innermost cause says most).
 pub(crate) fn describe_http_error(e: &reqwest::Error, timeout: Duration) -> String {
@@ -406,76 +343,10 @@ pub(crate) fn describe_http_error(e: &reqwest::Error, timeout: Duration) -> Stri
     innermost.unwrap_or_else(|| e.to_string())
 }
 
-/// A result for a call that was answered without running a tool (denied, paused, canned).
-pub fn executed_from(
-    call: &ToolCall,
-    toolset: &str,
-    description: &str,
-    output: ToolOutput,
-) -> ToolOutcome {
-    let params = parse_arguments(&call.function.arguments)
-        .unwrap_or_else(|_| Value::Object(Default::default()));
-    finish(
-        call,
-        Some((toolset, description.to_owned())),
-        params,
-        output,
-        None,
-    )
-}
-
-fn parse_arguments(raw: &str) -> Result<Value, String> {
-    if raw.trim().is_empty() {
-        return Ok(Value::Object(Default::default()));
-    }
-    match serde_json::from_str::<Value>(raw) {
-        Ok(v @ Value::Object(_)) => Ok(v),
-        Ok(_) => Err("Invalid tool arguments: expected a JSON object".into()),
-        Err(e) => Err(format!("Invalid tool arguments: not valid JSON ({e})")),
-    }
-}
-
-fn finish(
-    call: &ToolCall,
-    tool: Option<(&str, String)>,
-    params: Value,
-    output: ToolOutput,
-    elapsed: Option<Duration>,
-) -> ToolOutcome {
-    let name = call.function.name.clone();
-    let content = message_content(&output);
-    let (toolset, description) = match tool {
-        Some((toolset, description)) => (
-            (!toolset.is_empty()).then(|| toolset.to_owned()),
-            description,
-        ),
-        None => (None, name.clone()),
-    };
-    ToolOutcome {
-        call_id: call.id.clone(),
-        tool_name: name,
-        toolset,
-        description,
-        params,
-        output,
-        elapsed,
-        content,
-    }
-}
-
-/// What the LLM reads in the tool message.
-fn message_content(output: &ToolOutput) -> String {
-    match (output.status, &output.error) {
-        (ToolStatus::Error, Some(err)) if output.data.is_empty() => format!("Error: {err}"),
-        (ToolStatus::Error, Some(err)) => format!("Error: {err}\n\n{}", output.data),
-        (ToolStatus::NoData, _) if output.data.is_empty() => "The tool returned no data.".into(),
-        _ => output.data.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ToolCall;
     use serde_json::json;
 
     struct Panicky(Value);
