@@ -1,16 +1,23 @@
-//! The JSON of long strings that every request repeats: the system prompts. Serialising a
-//! 9 KB prompt escapes it byte by byte, and each request does it at least twice (the LLM call
-//! and the answer's `conversation_history`); telling that a string is one of these is a
-//! length check and a memcmp. Only serde_json serialises messages, which writes the stored
-//! text as it is (and `to_value` parses it back), so the output is byte for byte the same.
+//! The JSON of message contents. serde_json escapes a string a byte at a time, and every
+//! request writes its messages several times (each LLM call, the answer's
+//! `conversation_history`). The long strings every request repeats (the system prompts) are
+//! written from their stored JSON: telling that a string is one of them is a length check and a
+//! memcmp. Other contents are escaped here a word at a time. Only serde_json serialises
+//! messages, and it writes such JSON as it is (`to_value` parses it back), so the output is
+//! byte for byte serde_json's own.
 
 use std::sync::{Arc, RwLock};
 
-use serde::{Serialize, Serializer};
+use serde::ser::{Serialize, SerializeStruct, Serializer};
 use serde_json::value::RawValue;
 
 /// Shorter strings are escaped as usual: the lookup would not pay.
 const MIN_LEN: usize = 1024;
+/// Shorter strings are left to serde_json: a buffer would cost more than its byte loop.
+const MIN_ESCAPE_LEN: usize = 64;
+/// serde_json's marker for JSON it writes as it is (its `RawValue` serialises as a struct of
+/// this name with one field of this name, whose string is the JSON).
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
 /// One per (section set, tokenizer) in use; a bound, not a cache to evict from.
 const MAX_ENTRIES: usize = 64;
 
@@ -55,18 +62,96 @@ pub struct Str<'a>(pub &'a str);
 
 impl Serialize for Str<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match lookup(self.0) {
-            Some(known) => known.json.serialize(s),
-            None => self.0.serialize(s),
+        if let Some(known) = lookup(self.0) {
+            return known.json.serialize(s);
         }
+        if self.0.len() < MIN_ESCAPE_LEN {
+            return self.0.serialize(s);
+        }
+        let json = escaped(self.0);
+        let mut raw = s.serialize_struct(RAW_TOKEN, 1)?;
+        raw.serialize_field(RAW_TOKEN, json.as_str())?;
+        raw.end()
     }
 }
+
+/// `text` as a JSON string, as serde_json writes it: `"` and `\` escaped, the control
+/// characters as `\b \f \n \r \t` or `\u00xx`, everything else as it is. Eight bytes are
+/// checked at once; most words of prose need no escape.
+fn escaped(text: &str) -> String {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    // Nonzero when some byte of `word` is zero; exact as a yes/no answer.
+    let has_zero = |word: u64| word.wrapping_sub(ONES) & !word & HIGH;
+    let needs_escape = |word: u64| {
+        // Below 0x20: `word - 0x20…` borrows into the high bit of such a byte only, and a
+        // byte of 0x80 or more has its own high bit set, which `!word` clears.
+        let control = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+        control
+            | has_zero(word ^ (ONES * u64::from(b'"')))
+            | has_zero(word ^ (ONES * u64::from(b'\\')))
+    };
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16 + 2);
+    out.push(b'"');
+    let mut unicode = *b"\\u0000";
+    let mut plain = 0; // start of the bytes not yet copied
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = match bytes
+            .get(at..at + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        {
+            Some(word) => {
+                let flags = needs_escape(u64::from_le_bytes(word));
+                if flags == 0 {
+                    at += 8;
+                    continue;
+                }
+                // The lowest flag is exact: a borrow only runs upwards from a flagged byte.
+                at += (flags.trailing_zeros() / 8) as usize;
+                bytes[at]
+            }
+            None => bytes[at],
+        };
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1f => {
+                unicode[4] = HEX[usize::from(byte >> 4)];
+                unicode[5] = HEX[usize::from(byte & 0xf)];
+                &unicode
+            }
+            _ => {
+                at += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&bytes[plain..at]);
+        out.extend_from_slice(escape);
+        at += 1;
+        plain = at;
+    }
+    out.extend_from_slice(&bytes[plain..]);
+    out.push(b'"');
+    // Only whole UTF-8 sequences were copied (every split is at an ASCII byte), and ASCII
+    // escapes added.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::wire::Message;
     use crate::wire::message::ForLlm;
+    use proptest::prelude::*;
 
     #[test]
     fn a_known_string_serialises_as_any_other() {
@@ -93,5 +178,52 @@ mod tests {
         assert!(lookup("short").is_none());
         let other = "y".repeat(MIN_LEN + 5);
         assert!(lookup(&other).is_none());
+    }
+
+    /// serde_json's own output for a string, and its `Value`, however the string is written.
+    fn assert_as_serde_json(text: &str) {
+        assert_eq!(
+            serde_json::to_string(&Str(text)).unwrap(),
+            serde_json::to_string(text).unwrap(),
+            "{text:?}"
+        );
+        assert_eq!(
+            serde_json::to_value(Str(text)).unwrap(),
+            serde_json::Value::String(text.to_owned())
+        );
+    }
+
+    #[test]
+    fn every_ascii_byte_at_every_place_of_a_word_is_escaped_as_serde_json_does() {
+        for byte in 0u8..0x80 {
+            for at in 0..17 {
+                let mut text = "a".repeat(MIN_ESCAPE_LEN + 9);
+                text.replace_range(at..at + 1, &char::from(byte).to_string());
+                assert_as_serde_json(&text);
+                // Two in a word, and the same byte at its end.
+                text.replace_range(at + 3..at + 4, &char::from(byte).to_string());
+                text.push(char::from(byte));
+                assert_as_serde_json(&text);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn contents_are_written_as_serde_json_writes_them(
+            chars in proptest::collection::vec(
+                prop_oneof![
+                    4 => proptest::char::range('a', 'z'),
+                    1 => proptest::char::range('\u{0}', '\u{20}'),
+                    1 => proptest::sample::select(vec!['"', '\\', '/', '\u{7f}', 'é', '€', '𝄞', '\u{2028}']),
+                    1 => any::<char>(),
+                ],
+                0..300,
+            )
+        ) {
+            let text: String = chars.into_iter().collect();
+            assert_as_serde_json(&text);
+        }
     }
 }
