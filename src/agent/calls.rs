@@ -6,7 +6,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::Agent;
-use super::canonical::canonical;
+use super::canonical::canonical_value;
 use super::event::AgentEvent;
 use super::frontend::DEFAULT_NOOP_RESPONSE;
 use super::run::{Emitter, Live};
@@ -14,7 +14,9 @@ use super::setup::RunSetup;
 use super::state::{PendingCall, Waiting};
 use crate::context::truncation;
 use crate::llm::Completion;
-use crate::tools::{ToolContext, ToolOutcome, ToolOutput, ToolStatus, execute, executed_from};
+use crate::tools::{
+    ToolContext, ToolOutcome, ToolOutput, ToolStatus, execute_with, executed_from, tool_arguments,
+};
 use crate::wire::request::FrontendToolMode;
 use crate::wire::{Message, ToolCall};
 
@@ -85,13 +87,16 @@ impl Decided {
 
 enum Plan {
     Immediate(Box<Decided>),
-    Execute,
+    /// Run it, with its arguments as the tool reads them.
+    Execute(Result<Value, String>),
 }
 
 /// A call to run; `approved` when the user approved this very call.
 pub(super) struct Job {
     pub call: ToolCall,
     pub approved: bool,
+    /// Its arguments as the tool reads them (`tools::tool_arguments`).
+    pub arguments: Result<Value, String>,
 }
 
 impl Agent {
@@ -135,12 +140,13 @@ impl Agent {
                     // Asked before anything ran: the pause reports it.
                     waiting => waiting.unreported(),
                 })),
-                Plan::Execute => {
+                Plan::Execute(arguments) => {
                     outcomes.push(None);
                     job_slots.push(i);
                     jobs.push(Job {
                         call: calls[i].clone(),
                         approved: false,
+                        arguments,
                     });
                 }
             }
@@ -241,21 +247,25 @@ impl Agent {
                 }
             };
         }
-        if self.options.duplicate_call_guard
-            && !live
-                .state
-                .calls_made
-                .insert((name.clone(), canonical(&call.function.arguments)))
-        {
-            return answer(
-                "",
-                name,
-                ToolOutput::error(
-                    "Refusing to run this tool call: an identical call (same tool, same arguments) \
-                     already ran in this request. Use its earlier output (or the summary, if the \
-                     history was compacted), or change the arguments.",
-                ),
-            );
+        // Read once: for the duplicate guard's key and for the tool.
+        let read = serde_json::from_str::<Value>(&call.function.arguments);
+        if self.options.duplicate_call_guard {
+            let key = match &read {
+                Ok(value) => canonical_value(value),
+                // Text that is not JSON is its own canonical form.
+                Err(_) => call.function.arguments.clone(),
+            };
+            if !live.state.calls_made.insert((name.clone(), key)) {
+                return answer(
+                    "",
+                    name,
+                    ToolOutput::error(
+                        "Refusing to run this tool call: an identical call (same tool, same arguments) \
+                         already ran in this request. Use its earlier output (or the summary, if the \
+                         history was compacted), or change the arguments.",
+                    ),
+                );
+            }
         }
         if s.approve_every_call {
             return Plan::Immediate(Box::new(Decided::AwaitingApproval(self.described(
@@ -267,7 +277,7 @@ impl Agent {
                 },
             ))));
         }
-        Plan::Execute
+        Plan::Execute(tool_arguments(&call.function.arguments, read))
     }
 
     /// Runs calls concurrently (at most `MAX_PARALLEL_TOOLS` at once: a reply asking for
@@ -280,20 +290,24 @@ impl Agent {
         jobs: Vec<Job>,
     ) -> Vec<Outcome> {
         let headers = live.tool_headers.clone();
+        let approved: Vec<bool> = jobs.iter().map(|job| job.approved).collect();
         let mut running = Vec::with_capacity(jobs.len());
-        for (i, job) in jobs.iter().enumerate() {
+        for (i, job) in jobs.into_iter().enumerate() {
             let ctx = ToolContext {
                 user_approved: job.approved,
                 request_headers: headers.clone(),
             };
             let tools = &self.tools;
-            running.push(async move { (i, execute(tools, &job.call, &ctx).await) });
+            running.push(async move {
+                let done = execute_with(tools, &job.call, job.arguments, &ctx).await;
+                (i, done)
+            });
         }
         let mut running = futures::stream::iter(running).buffer_unordered(MAX_PARALLEL_TOOLS);
-        let mut outcomes: Vec<Option<Outcome>> = jobs.iter().map(|_| None).collect();
+        let mut outcomes: Vec<Option<Outcome>> = approved.iter().map(|_| None).collect();
         while let Some((i, mut done)) = running.next().await {
             self.finish_result(s, live, &mut done).await;
-            let decided = classify(done, jobs[i].approved, s.pause_for_approval);
+            let decided = classify(done, approved[i], s.pause_for_approval);
             outcomes[i] = Some(decided.report(&live.emit));
         }
         outcomes.into_iter().flatten().collect()

@@ -28,11 +28,17 @@ pub fn canonical(arguments: &str) -> String {
     into_string(out)
 }
 
-/// Appends `v` in the canonical form.
-pub fn write_canonical(v: &Value, out: &mut String) {
+/// The canonical form of arguments already read as a `Value`: `canonical` of the text they
+/// were read from, without reading it again.
+pub fn canonical_value(v: &Value) -> String {
     let mut bytes = Vec::new();
     Node::from(v).write(&mut bytes);
-    out.push_str(&into_string(bytes));
+    into_string(bytes)
+}
+
+/// Appends `v` in the canonical form.
+pub fn write_canonical(v: &Value, out: &mut String) {
+    out.push_str(&canonical_value(v));
 }
 
 /// Only serde_json's output and ASCII punctuation are ever written.
@@ -343,6 +349,15 @@ mod tests {
         #[test]
         fn canonical_form_is_unchanged(text in json_text()) {
             prop_assert_eq!(canonical(&text), reference(&text));
+        }
+
+        /// The duplicate guard keys a call by the arguments it already read for the tool.
+        #[test]
+        fn a_value_read_from_text_has_the_texts_canonical_form(text in json_text()) {
+            match serde_json::from_str::<Value>(&text) {
+                Ok(value) => prop_assert_eq!(canonical_value(&value), canonical(&text)),
+                Err(_) => prop_assert_eq!(text.clone(), canonical(&text)),
+            }
         }
     }
 }

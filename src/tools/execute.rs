@@ -15,9 +15,20 @@ use crate::wire::ToolCall;
 /// Runs one tool call of the LLM. Every failure (bad arguments, unknown tool, timeout, panic)
 /// becomes an error result the model can read and recover from.
 pub async fn execute(registry: &ToolRegistry, call: &ToolCall, ctx: &ToolContext) -> ToolOutcome {
+    let arguments = parse_arguments(&call.function.arguments);
+    execute_with(registry, call, arguments, ctx).await
+}
+
+/// `execute`, with the call's arguments already read (`tool_arguments`).
+pub async fn execute_with(
+    registry: &ToolRegistry,
+    call: &ToolCall,
+    arguments: Result<Value, String>,
+    ctx: &ToolContext,
+) -> ToolOutcome {
     let name = call.function.name.as_str();
     let started = Instant::now();
-    let params = match parse_arguments(&call.function.arguments) {
+    let params = match arguments {
         Ok(p) => p,
         Err(msg) => {
             return finish(
@@ -114,10 +125,16 @@ pub fn executed_from(
 }
 
 fn parse_arguments(raw: &str) -> Result<Value, String> {
+    tool_arguments(raw, serde_json::from_str(raw))
+}
+
+/// A call's arguments as its tool reads them, from their text and that text read as JSON: an
+/// object (blank text is an empty one), or why they are not one.
+pub fn tool_arguments(raw: &str, read: serde_json::Result<Value>) -> Result<Value, String> {
     if raw.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    match serde_json::from_str::<Value>(raw) {
+    match read {
         Ok(v @ Value::Object(_)) => Ok(v),
         Ok(_) => Err("Invalid tool arguments: expected a JSON object".into()),
         Err(e) => Err(format!("Invalid tool arguments: not valid JSON ({e})")),
