@@ -57,7 +57,9 @@ fn lookup(text: &str) -> Option<Arc<Known>> {
         .cloned()
 }
 
-/// A string, written from its stored JSON when it is a known one.
+/// A string, written from its stored JSON when it is a known one, else escaped here. For
+/// serde_json only: another serializer (YAML, minijinja) would see serde_json's raw-value
+/// marker, a struct, where a string of 64 bytes or more was.
 pub struct Str<'a>(pub &'a str);
 
 impl Serialize for Str<'_> {
@@ -92,16 +94,13 @@ fn escaped(text: &str) -> String {
             | has_zero(word ^ (ONES * u64::from(b'\\')))
     };
     let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16 + 2);
-    out.push(b'"');
+    let mut out = String::with_capacity(bytes.len() + bytes.len() / 16 + 2);
+    out.push('"');
     let mut unicode = *b"\\u0000";
-    let mut plain = 0; // start of the bytes not yet copied
+    let mut plain = 0; // start of the text not yet copied
     let mut at = 0;
     while at < bytes.len() {
-        let byte = match bytes
-            .get(at..at + 8)
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-        {
+        let byte = match bytes.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
             Some(word) => {
                 let flags = needs_escape(u64::from_le_bytes(word));
                 if flags == 0 {
@@ -114,34 +113,34 @@ fn escaped(text: &str) -> String {
             }
             None => bytes[at],
         };
-        let escape: &[u8] = match byte {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
             0x00..=0x1f => {
                 unicode[4] = HEX[usize::from(byte >> 4)];
                 unicode[5] = HEX[usize::from(byte & 0xf)];
-                &unicode
+                std::str::from_utf8(&unicode).unwrap_or_default()
             }
             _ => {
                 at += 1;
                 continue;
             }
         };
-        out.extend_from_slice(&bytes[plain..at]);
-        out.extend_from_slice(escape);
+        // `plain` and `at` are at ASCII bytes, so at character boundaries: slicing checks
+        // that, and the text is not validated again.
+        out.push_str(&text[plain..at]);
+        out.push_str(escape);
         at += 1;
         plain = at;
     }
-    out.extend_from_slice(&bytes[plain..]);
-    out.push(b'"');
-    // Only whole UTF-8 sequences were copied (every split is at an ASCII byte), and ASCII
-    // escapes added.
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    out.push_str(&text[plain..]);
+    out.push('"');
+    out
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
