@@ -133,6 +133,7 @@ impl OpenAiClient {
             drop(body);
             let mut events = std::pin::pin!(self.transport.events(response));
             let (mut done, mut finished, mut any_output) = (false, false, false);
+            let mut fragments = Vec::new();
             while let Some(event) = events.next().await {
                 let event = event?;
                 let data = event.data().trim_ascii();
@@ -151,12 +152,12 @@ impl OpenAiClient {
                     Err(_) => serde_json::from_slice(data),
                 }
                 .map_err(|e| malformed(data, &e))?;
-                let fragments = chunk.into_fragments().map_err(|message| LlmError::Upstream {
+                chunk.into_fragments(&mut fragments).map_err(|message| LlmError::Upstream {
                     status: 200,
                     message,
                     retry_after: None,
                 })?;
-                for fragment in fragments {
+                for fragment in fragments.drain(..) {
                     match &fragment {
                         Fragment::Finish(_) => finished = true,
                         Fragment::Usage(_) => {}

@@ -1,5 +1,8 @@
 //! One chunk of an OpenAI streaming answer, read into provider-neutral fragments.
 
+use std::fmt;
+
+use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::provider::{Fragment, ToolCallFragment};
@@ -8,11 +11,48 @@ use crate::wire::response::Usage;
 #[derive(Debug, Deserialize)]
 pub(super) struct Chunk {
     #[serde(default)]
-    choices: Vec<Choice>,
+    choices: Choices,
     #[serde(default)]
     usage: Option<RawUsage>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+}
+
+/// A chunk's choices. Nearly every chunk has exactly one, and a stream has dozens of chunks:
+/// the first is kept without a `Vec` of its own.
+#[derive(Debug, Default)]
+struct Choices {
+    first: Option<Choice>,
+    rest: Vec<Choice>,
+}
+
+impl<'de> Deserialize<'de> for Choices {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Choices, D::Error> {
+        struct List;
+        impl<'de> Visitor<'de> for List {
+            type Value = Choices;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a sequence of choices")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices, A::Error> {
+                let first = seq.next_element()?;
+                let mut rest = Vec::new();
+                while let Some(choice) = seq.next_element()? {
+                    rest.push(choice);
+                }
+                Ok(Choices { first, rest })
+            }
+        }
+        d.deserialize_seq(List)
+    }
+}
+
+impl IntoIterator for Choices {
+    type Item = Choice;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<Choice>, std::vec::IntoIter<Choice>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,8 +108,9 @@ struct RawUsage {
 }
 
 impl Chunk {
-    /// The chunk as fragments; an `error` object inside the stream is returned as its message.
-    pub fn into_fragments(self) -> Result<Vec<Fragment>, String> {
+    /// Appends the chunk's fragments to `out` (one buffer for a whole stream); an `error`
+    /// object inside the stream is returned as its message.
+    pub fn into_fragments(self, out: &mut Vec<Fragment>) -> Result<(), String> {
         if let Some(err) = self.error {
             let msg = err
                 .get("message")
@@ -78,7 +119,6 @@ impl Chunk {
                 .unwrap_or_else(|| err.to_string());
             return Err(msg);
         }
-        let mut out = Vec::new();
         for choice in self.choices {
             if let Some(delta) = choice.delta.or(choice.message) {
                 if let Some(c) = delta.content.filter(|c| !c.is_empty()) {
@@ -114,7 +154,7 @@ impl Chunk {
                 ..Usage::default()
             }));
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -125,7 +165,9 @@ mod tests {
 
     fn push(a: &mut Assembler, json: &str) {
         let chunk: Chunk = serde_json::from_str(json).unwrap();
-        for f in chunk.into_fragments().unwrap() {
+        let mut fragments = Vec::new();
+        chunk.into_fragments(&mut fragments).unwrap();
+        for f in fragments {
             a.push(f).unwrap();
         }
     }
@@ -162,6 +204,20 @@ mod tests {
     }
 
     #[test]
+    fn every_choice_of_a_chunk_counts() {
+        let mut a = Assembler::default();
+        push(
+            &mut a,
+            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}},{"delta":{"content":"c"},"finish_reason":"stop"}]}"#,
+        );
+        let out = a.finish();
+        assert_eq!(out.content.as_deref(), Some("abc"));
+        assert_eq!(out.finish_reason.as_deref(), Some("stop"));
+        assert!(serde_json::from_str::<Chunk>(r#"{"choices":null}"#).is_err());
+        assert!(serde_json::from_str::<Chunk>(r#"{"choices":{}}"#).is_err());
+    }
+
+    #[test]
     fn reasoning_under_either_name() {
         let mut a = Assembler::default();
         push(
@@ -175,6 +231,9 @@ mod tests {
     #[test]
     fn error_objects_in_the_stream_are_errors() {
         let chunk: Chunk = serde_json::from_str(r#"{"error":{"message":"overloaded"}}"#).unwrap();
-        assert_eq!(chunk.into_fragments().unwrap_err(), "overloaded");
+        assert_eq!(
+            chunk.into_fragments(&mut Vec::new()).unwrap_err(),
+            "overloaded"
+        );
     }
 }
