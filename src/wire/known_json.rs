@@ -77,12 +77,6 @@ impl Serialize for Str<'_> {
     }
 }
 
-/// For `#[serde(serialize_with)]`: a string field written as `Str` (tool-call arguments, JSON
-/// text whose every quote needs an escape).
-pub fn serialize_str<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
-    Str(text).serialize(s)
-}
-
 /// `text` as a JSON string, as serde_json writes it: `"` and `\` escaped, the control
 /// characters as `\b \f \n \r \t` or `\u00xx`, everything else as it is. Eight bytes are
 /// checked at once; most words of prose need no escape.

@@ -56,7 +56,7 @@ pub struct ToolCall {
 pub struct FunctionCall {
     pub name: String,
     /// JSON text, exactly as the model produced it.
-    #[serde(default, serialize_with = "super::known_json::serialize_str")]
+    #[serde(default)]
     pub arguments: String,
 }
 
