@@ -1,8 +1,5 @@
 //! One chunk of an OpenAI streaming answer, read into provider-neutral fragments.
 
-use std::fmt;
-
-use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::provider::{Fragment, ToolCallFragment};
@@ -11,48 +8,11 @@ use crate::wire::response::Usage;
 #[derive(Debug, Deserialize)]
 pub(super) struct Chunk {
     #[serde(default)]
-    choices: Choices,
+    choices: Vec<Choice>,
     #[serde(default)]
     usage: Option<RawUsage>,
     #[serde(default)]
     error: Option<serde_json::Value>,
-}
-
-/// A chunk's choices. Nearly every chunk has exactly one, and a stream has dozens of chunks:
-/// the first is kept without a `Vec` of its own.
-#[derive(Debug, Default)]
-struct Choices {
-    first: Option<Choice>,
-    rest: Vec<Choice>,
-}
-
-impl<'de> Deserialize<'de> for Choices {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Choices, D::Error> {
-        struct List;
-        impl<'de> Visitor<'de> for List {
-            type Value = Choices;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a sequence of choices")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Choices, A::Error> {
-                let first = seq.next_element()?;
-                let mut rest = Vec::new();
-                while let Some(choice) = seq.next_element()? {
-                    rest.push(choice);
-                }
-                Ok(Choices { first, rest })
-            }
-        }
-        d.deserialize_seq(List)
-    }
-}
-
-impl IntoIterator for Choices {
-    type Item = Choice;
-    type IntoIter = std::iter::Chain<std::option::IntoIter<Choice>, std::vec::IntoIter<Choice>>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.first.into_iter().chain(self.rest)
-    }
 }
 
 #[derive(Debug, Deserialize)]
