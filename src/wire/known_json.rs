@@ -100,7 +100,10 @@ fn escaped(text: &str) -> String {
     let mut plain = 0; // start of the text not yet copied
     let mut at = 0;
     while at < bytes.len() {
-        let byte = match bytes.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()) {
+        let byte = match bytes
+            .get(at..at + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        {
             Some(word) => {
                 let flags = needs_escape(u64::from_le_bytes(word));
                 if flags == 0 {
