@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
@@ -41,6 +42,14 @@ impl Run {
     pub fn take_state(&mut self) -> Option<RunState> {
         self.state.take()
     }
+
+    /// For a front door that renders the history from the final state: the run sends no
+    /// `MessageAdded` or `MessageReplaced`, each a copy of its message (a tool's whole output
+    /// among them). Called before the run is first polled.
+    pub fn without_history_events(self) -> Run {
+        self.queue.0.without_history.store(true, Ordering::Relaxed);
+        self
+    }
 }
 
 impl Stream for Run {
@@ -68,15 +77,26 @@ impl Stream for Run {
 
 /// Where a run's steps put their events.
 #[derive(Clone, Default)]
-pub(super) struct Emitter(Arc<Mutex<VecDeque<AgentEvent>>>);
+pub(super) struct Emitter(Arc<Queue>);
+
+#[derive(Default)]
+struct Queue {
+    events: Mutex<VecDeque<AgentEvent>>,
+    without_history: AtomicBool,
+}
 
 impl Emitter {
     pub fn emit(&self, event: AgentEvent) {
         self.lock().push_back(event);
     }
 
+    /// Whether `MessageAdded` and `MessageReplaced` are wanted (`Run::without_history_events`).
+    pub fn wants_history(&self) -> bool {
+        !self.0.without_history.load(Ordering::Relaxed)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<AgentEvent>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.events.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn is_empty(&self) -> bool {
@@ -164,15 +184,19 @@ impl Live {
 
     pub fn insert(&mut self, index: usize, message: Message) {
         self.conv.insert(index, message);
-        let message = Box::new(self.conv.messages()[index].clone());
-        self.emit.emit(AgentEvent::MessageAdded { index, message });
+        if self.emit.wants_history() {
+            let message = Box::new(self.conv.messages()[index].clone());
+            self.emit.emit(AgentEvent::MessageAdded { index, message });
+        }
     }
 
     pub fn replace(&mut self, index: usize, message: Message) {
         self.conv.replace(index, message);
-        let message = Box::new(self.conv.messages()[index].clone());
-        self.emit
-            .emit(AgentEvent::MessageReplaced { index, message });
+        if self.emit.wants_history() {
+            let message = Box::new(self.conv.messages()[index].clone());
+            self.emit
+                .emit(AgentEvent::MessageReplaced { index, message });
+        }
     }
 
     /// Gives every call left without a result an error result saying `why` (calls the run

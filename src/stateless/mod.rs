@@ -38,9 +38,11 @@ impl StatelessChat {
         } else {
             Vec::new()
         };
+        // The history is rendered from the final state (`ChatRun::history`).
         let run = self
             .agent
-            .start(&prepared.config, prepared.state, prepared.input)?;
+            .start(&prepared.config, prepared.state, prepared.input)?
+            .without_history_events();
         Ok(ChatRun::new(
             run,
             self.signer.clone(),
