@@ -1,8 +1,8 @@
 //! The Prometheus recorder, and metric handles kept by label value. The `metrics` macros build
 //! their key (every label's string) and look it up in the recorder's registry on each use: on
 //! `/api/chat` that was about 45 allocations of 280 per request (heaptrack, BENCHMARKS.md
-//! session 11). The labels here take few values (configured models, routes, statuses), so a
-//! handle is registered once and then only cloned (a reference count).
+//! session 11). The labels here take few values (configured models, routes, statuses, registered
+//! tools), so a handle is registered once and then only cloned (a reference count).
 
 use std::collections::HashMap;
 use std::hash::Hash;

@@ -248,9 +248,10 @@ impl Agent {
             };
         }
         // Read once: for the duplicate guard's key and for the tool.
-        let read = serde_json::from_str::<Value>(&call.function.arguments);
+        let mut read = None;
         if self.options.duplicate_call_guard {
-            let key = match &read {
+            let arguments = read.insert(serde_json::from_str::<Value>(&call.function.arguments));
+            let key = match arguments {
                 Ok(value) => canonical_value(value),
                 // Text that is not JSON is its own canonical form.
                 Err(_) => call.function.arguments.clone(),
@@ -277,6 +278,7 @@ impl Agent {
                 },
             ))));
         }
+        let read = read.unwrap_or_else(|| serde_json::from_str(&call.function.arguments));
         Plan::Execute(tool_arguments(&call.function.arguments, read))
     }
 

@@ -75,4 +75,6 @@ pub struct Agent {
 #[cfg(test)]
 mod control_tests;
 #[cfg(test)]
+mod events_tests;
+#[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
-//! Tools the agent can call: the `Tool` trait, the registry of built-in tools, and the
-//! execution of one tool call (argument parsing, timeout, panic containment).
+//! Tools the agent can call: the `Tool` trait, the registry of built-in tools, and (in
+//! `execute.rs`) the execution of one tool call (argument parsing, timeout, panic containment).
 
 pub mod bash;
 mod capped;
