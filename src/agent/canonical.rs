@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 
+use crate::wire::known_json::RAW_VALUE_TOKEN;
+
 /// Arguments in a canonical form (sorted keys, no spaces) so that re-serialisation by a client
 /// does not break the signature, while any change of meaning does. Text that is not JSON is
 /// its own canonical form.
@@ -45,10 +47,6 @@ pub fn write_canonical(v: &Value, out: &mut String) {
 fn into_string(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into())
 }
-
-/// The key by which serde_json (with its `raw_value` feature, which triage enables) marks an
-/// object as a wrapped JSON text: `Value` reads `{"<this>": "[1, 2]"}` as `[1,2]`.
-const RAW_VALUE_KEY: &str = "$serde_json::private::RawValue";
 
 /// A JSON document as parsed, strings borrowed where they hold no escapes.
 enum Node<'a> {
@@ -155,7 +153,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
         }
         /// The raw-value key, however escaped, sends the arguments to the `Value` reader.
         fn checked<E: de::Error>(key: Cow<'_, str>) -> Result<Key<'_>, E> {
-            if key == RAW_VALUE_KEY {
+            if key == RAW_VALUE_TOKEN {
                 return Err(E::custom("a serde_json raw value"));
             }
             Ok(Key(key))
@@ -311,7 +309,7 @@ mod tests {
             Just("\\u0061".to_owned()),
             Just("é".to_owned()),
             Just("\\n".to_owned()),
-            Just(RAW_VALUE_KEY.to_owned()),
+            Just(RAW_VALUE_TOKEN.to_owned()),
             Just("\\u0024serde_json::private::RawValue".to_owned()),
             "[a-zA-Z_]{0,6}",
         ];

@@ -12,7 +12,7 @@ use super::input::{Decision, FrontendResult, Verdict};
 use super::run::Live;
 use super::setup::RunSetup;
 use super::state::PendingCall;
-use crate::tools::{ToolOutcome, ToolOutput, executed_from, tool_arguments};
+use crate::tools::{ToolOutcome, ToolOutput, executed_from, parse_arguments};
 use crate::wire::{Message, ToolCall};
 
 impl Agent {
@@ -53,10 +53,7 @@ impl Agent {
                     jobs.push(Job {
                         call: p.call.clone(),
                         approved: true,
-                        arguments: tool_arguments(
-                            &p.call.function.arguments,
-                            serde_json::from_str(&p.call.function.arguments),
-                        ),
+                        arguments: parse_arguments(&p.call.function.arguments),
                     });
                     answers.push(None);
                     continue;

@@ -124,7 +124,8 @@ pub fn executed_from(
     )
 }
 
-fn parse_arguments(raw: &str) -> Result<Value, String> {
+/// A call's arguments as its tool reads them, read from their text (`tool_arguments`).
+pub fn parse_arguments(raw: &str) -> Result<Value, String> {
     tool_arguments(raw, serde_json::from_str(raw))
 }
 

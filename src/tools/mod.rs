@@ -25,7 +25,7 @@ use serde_json::value::RawValue;
 use crate::context::tokens::Tokenizer;
 
 use catalog::Catalog;
-pub use execute::{execute, execute_with, executed_from, tool_arguments};
+pub use execute::{execute, execute_with, executed_from, parse_arguments, tool_arguments};
 pub use todowrite::TodoWrite;
 pub use typed::{Typed, TypedTool, invalid_parameters_line};
 

@@ -15,9 +15,10 @@ use serde_json::value::RawValue;
 const MIN_LEN: usize = 1024;
 /// Shorter strings are left to serde_json: a buffer would cost more than its byte loop.
 const MIN_ESCAPE_LEN: usize = 64;
-/// serde_json's marker for JSON it writes as it is (its `RawValue` serialises as a struct of
-/// this name with one field of this name, whose string is the JSON).
-const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+/// serde_json's raw-value marker (its `raw_value` feature, which triage enables). Writing, its
+/// `RawValue` serialises as a struct of this name with one field of this name, whose string is
+/// JSON written as it is; reading, `Value` takes `{"<this>": "[1, 2]"}` as `[1,2]`.
+pub(crate) const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 /// One per (section set, tokenizer) in use; a bound, not a cache to evict from.
 const MAX_ENTRIES: usize = 64;
 
@@ -71,8 +72,8 @@ impl Serialize for Str<'_> {
             return self.0.serialize(s);
         }
         let json = escaped(self.0);
-        let mut raw = s.serialize_struct(RAW_TOKEN, 1)?;
-        raw.serialize_field(RAW_TOKEN, json.as_str())?;
+        let mut raw = s.serialize_struct(RAW_VALUE_TOKEN, 1)?;
+        raw.serialize_field(RAW_VALUE_TOKEN, json.as_str())?;
         raw.end()
     }
 }
