@@ -28,7 +28,7 @@ def stop(rec):
 
 
 def events(data):
-    """(time, 'r' | 'w', fd) for reads that returned data and writes, in time order."""
+    """(time, 'r' | 'w', fd, bytes read) for reads that returned data and writes, in time order."""
     text = subprocess.run(["perf", "script", "-i", data, "-F", "tid,time,event,trace"],
                           capture_output=True, text=True).stdout
     out, reading = [], {}
@@ -43,25 +43,33 @@ def events(data):
         elif name == "exit_recvfrom":
             ret = int(rest.split()[0], 16)
             if 0 < ret < 1 << 62 and tid in reading:
-                out.append((t, "r", reading[tid]))
+                out.append((t, "r", reading[tid], ret))
         elif name == "enter_writev":
-            out.append((t, "w", int(fd[1], 16)))
+            out.append((t, "w", int(fd[1], 16), 0))
     return out
 
 
 def cycles(evs):
     """One dict per request: a read on the client's fd C opens it, the first write to another
     fd L is the LLM call, reads on L are its answer, the first write to C after them the
-    response; the next read on C after a response opens the next request. C is whichever of
-    the two busiest fds gives more such cycles (the trace may begin in the middle of one)."""
-    from collections import Counter
-    busiest = [fd for fd, _ in Counter(fd for _, kind, fd in evs if kind == "r").most_common(2)]
-    return max((cycles_from(evs, client) for client in busiest), key=len, default=[])
+    response; the next read on C after a response opens the next request. C and L are the two
+    busiest fds; C is the one read in smaller pieces (the bench's asks are about 200 bytes, the
+    LLM's answers kilobytes). The cycle pattern cannot tell them apart: read on L, write to C,
+    read on C, write to L matches it just as well."""
+    reads = {}
+    for _, kind, fd, size in evs:
+        if kind == "r":
+            reads.setdefault(fd, []).append(size)
+    busiest = sorted(reads, key=lambda fd: len(reads[fd]), reverse=True)[:2]
+    if not busiest:
+        return []
+    client = min(busiest, key=lambda fd: sorted(reads[fd])[len(reads[fd]) // 2])
+    return cycles_from(evs, client)
 
 
 def cycles_from(evs, client):
     done, cur = [], None
-    for t, kind, fd in evs:
+    for t, kind, fd, _ in evs:
         if kind == "r" and fd == client and (cur is None or "resp" in cur):
             if cur and cur.get("calls") == 1:
                 done.append(cur)
