@@ -1,7 +1,8 @@
 """Where a one-call request's latency goes, triage beside the bare proxy: the load bench's floor
-phase runs one kind while `perf record` takes syscall tracepoints (recvfrom, writev,
-epoll_wait) of each server during its own concurrency-1 window. At concurrency 1 a server's
-syscalls form one cycle per request, which splits its time into:
+phase runs one kind while `perf record` takes syscall tracepoints (recvfrom, writev) of both
+servers from the start of triage's concurrency-1 window, and each server's window is cut out of
+its trace by time. At concurrency 1 a server's syscalls form one cycle per request, which
+splits its time into:
   pre      the request read -> the LLM request's write begins  (the server's own work)
   llm      that write begins -> the LLM's answer is read         (loopback, wake-ups, the fake)
   post     the answer read -> the response's first write begins (the server's own work)
@@ -10,130 +11,165 @@ Tracepoints cost about a microsecond each, so compare the columns, not the sums 
 bench's own latency. Needs perf (Debian's linux-perf) with tracefs, and root or
 perf_event_paranoid <= 1 for other processes' tracepoints.
 Usage: python3 benches/floor_phases.py <load bench binary> <triage binary> [json|sse]"""
-import os, re, signal, subprocess, sys, tempfile, time
+import os, re, shutil, signal, subprocess, sys, tempfile, time
 
-EVENTS = ",".join("syscalls:sys_%s" % e for e in [
-    "enter_recvfrom", "exit_recvfrom", "enter_writev", "enter_epoll_wait", "exit_epoll_wait"])
-
-
-def record(pid, out):
-    return subprocess.Popen(["perf", "record", "-q", "-e", EVENTS, "-p", str(pid), "-o", out],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+EVENTS = "syscalls:sys_enter_recvfrom,syscalls:sys_exit_recvfrom,syscalls:sys_enter_writev"
+# The one-call kinds: a two-call request does not fit the cycle below.
+KINDS = ("json", "sse")
 
 
-def stop(rec):
-    if rec is not None:
-        rec.send_signal(signal.SIGINT)
-        rec.wait()
+def child_pid(parent, pattern):
+    """The bench's own child matching: not a leftover of an earlier run, nor a process the
+    server forked (its sandbox helper keeps the server's command line)."""
+    found = subprocess.run(["pgrep", "-o", "-P", str(parent), "-f", pattern],
+                           capture_output=True, text=True)
+    return found.stdout.strip() or None
 
 
 def events(data):
     """(time, 'r' | 'w', fd, bytes read) for reads that returned data and writes, in time order."""
-    text = subprocess.run(["perf", "script", "-i", data, "-F", "tid,time,event,trace"],
-                          capture_output=True, text=True).stdout
+    script = subprocess.run(["perf", "script", "-i", data, "-F", "tid,time,event,trace"],
+                            capture_output=True, text=True)
+    if script.returncode != 0:
+        sys.exit("perf script %s: %s" % (data, script.stderr.strip()))
     out, reading = [], {}
-    for line in text.splitlines():
+    for line in script.stdout.splitlines():
         m = re.match(r"\s*(\d+)\s+([\d.]+):\s+syscalls:sys_(\w+):\s*(.*)", line)
         if not m:
             continue
         tid, t, name, rest = m[1], float(m[2]), m[3], m[4]
         fd = re.search(r"fd: (0x[0-9a-f]+)", rest)
-        if name == "enter_recvfrom":
+        if name == "enter_recvfrom" and fd:
             reading[tid] = int(fd[1], 16)
-        elif name == "exit_recvfrom":
-            ret = int(rest.split()[0], 16)
-            if 0 < ret < 1 << 62 and tid in reading:
-                out.append((t, "r", reading[tid], ret))
-        elif name == "enter_writev":
+        elif name == "exit_recvfrom" and tid in reading:
+            size = int(rest.split()[0], 16)
+            # 0 is the peer closing; a negative errno reads as a huge unsigned value.
+            if 0 < size < 1 << 62:
+                out.append((t, "r", reading[tid], size))
+        elif name == "enter_writev" and fd:
             out.append((t, "w", int(fd[1], 16), 0))
     return out
 
 
-def cycles(evs):
-    """One dict per request: a read on the client's fd C opens it, the first write to another
-    fd L is the LLM call, reads on L are its answer, the first write to C after them the
-    response; the next read on C after a response opens the next request. C and L are the two
-    busiest fds; C is the one read in smaller pieces (the bench's asks are about 200 bytes, the
-    LLM's answers kilobytes). The cycle pattern cannot tell them apart: read on L, write to C,
-    read on C, write to L matches it just as well."""
-    reads = {}
+def requests(evs):
+    """The one-call requests in a concurrency-1 trace. The client's and the LLM's connections
+    are the two busiest descriptors; the client's is the one read in smaller pieces (the
+    bench's asks are about 200 bytes, the LLM's answers kilobytes). The syscall pattern alone
+    cannot tell them apart: read LLM, write client, read client, write LLM fits it as well."""
+    sizes = {}
     for _, kind, fd, size in evs:
         if kind == "r":
-            reads.setdefault(fd, []).append(size)
-    busiest = sorted(reads, key=lambda fd: len(reads[fd]), reverse=True)[:2]
-    if not busiest:
+            sizes.setdefault(fd, []).append(size)
+    busiest = sorted(sizes, key=lambda fd: len(sizes[fd]), reverse=True)[:2]
+    if len(busiest) < 2:
         return []
-    client = min(busiest, key=lambda fd: sorted(reads[fd])[len(reads[fd]) // 2])
-    return cycles_from(evs, client)
+    client = min(busiest, key=lambda fd: sorted(sizes[fd])[len(sizes[fd]) // 2])
+    llm = max(busiest, key=lambda fd: sorted(sizes[fd])[len(sizes[fd]) // 2])
+    return requests_between(evs, client, llm)
 
 
-def cycles_from(evs, client):
-    done, cur = [], None
+def requests_between(evs, client, llm):
+    """A read on the client's connection opens a request (its body may take more reads); the
+    first write to the LLM's is the call, reads there its answer, the first write to the client
+    after them the response. A second write to the LLM after an answer is a second call: that
+    request is left out. A request whose response never shows is left out with the rest of its
+    reads, so one lost event cannot merge two requests."""
+    done, current = [], None
     for t, kind, fd, _ in evs:
-        if kind == "r" and fd == client and (cur is None or "resp" in cur):
-            if cur and cur.get("calls") == 1:
-                done.append(cur)
-            cur = {"req": t}
-        elif cur is None:
+        if kind == "r" and fd == client:
+            if current is None or "response" in current or "answer" in current:
+                if current and "response" in current and current["calls"] == 1:
+                    done.append(current)
+                current = {"request": t, "calls": 0}
+        elif current is None or "response" in current:
             continue
-        elif kind == "w" and fd != client and "L" not in cur:
-            cur.update(L=fd, llm_write=t, calls=1)
-        elif kind == "w" and fd == cur.get("L") and "answer" in cur:
-            cur["calls"] += 1  # a second LLM call: not a one-call request
-        elif kind == "r" and fd == cur.get("L"):
-            cur["answer"] = t
-        elif kind == "w" and fd == client and "answer" in cur and "resp" not in cur:
-            cur["resp"] = t
+        elif kind == "w" and fd == llm:
+            # Writes before an answer are the first call's (its head and body may be apart).
+            if current["calls"] == 0:
+                current["call"] = t
+                current["calls"] = 1
+            elif "answer" in current:
+                current["calls"] += 1
+        elif kind == "r" and fd == llm and current["calls"]:
+            current["answer"] = t
+        elif kind == "w" and fd == client and "answer" in current:
+            current["response"] = t
+    if current and "response" in current and current["calls"] == 1:
+        done.append(current)
     return done
 
 
-def p50(values):
+def p50_us(values):
     v = sorted(values)
     return v[len(v) // 2] * 1e6 if v else float("nan")
 
 
-def main():
-    bench, triage = sys.argv[1], os.path.abspath(sys.argv[2])
-    kind = sys.argv[3] if len(sys.argv) > 3 else "json"
-    tmp = tempfile.mkdtemp(prefix="floor-phases-")
+def run_bench(bench, triage, kind, tmp):
+    """Runs the floor for `kind` with both servers recorded; returns each server's
+    concurrency-1 window, in perf's clock, from the bench's progress lines."""
     env = dict(os.environ, LOAD_BENCH_FLOOR_KINDS=kind, LOAD_BENCH_BIN=triage)
-    log = open(os.path.join(tmp, "bench.log"), "w+")
+    env.pop("LOAD_BENCH_WRAP", None)
+    log_path = os.path.join(tmp, "bench.log")
+    log = open(log_path, "w+")
     bench_run = subprocess.Popen([bench, "--only", "floor", "--quick", "--json",
                                   os.path.join(tmp, "floor.json")], env=env, stdout=log, stderr=log)
-    recs, pids, seen = {}, {}, ""
-    while bench_run.poll() is None:
-        time.sleep(0.01)
-        log.seek(0)
-        seen = log.read()
-        if "triage" not in pids:
-            found = subprocess.run(["pgrep", "-f", "^%s serve" % triage], capture_output=True, text=True).stdout.split()
-            if found:
-                pids["triage"] = found[0]
-        if "proxy" not in pids:
-            found = subprocess.run(["pgrep", "-f", "serve-proxy"], capture_output=True, text=True).stdout.split()
-            if found:
-                pids["proxy"] = found[0]
-        for name, start, end in [("triage", "triage at concurrency 1", "proxy at concurrency 1"),
-                                 ("proxy", "proxy at concurrency 1", "at concurrency 64")]:
-            if start in seen and name not in recs and name in pids:
-                recs[name] = record(pids[name], os.path.join(tmp, name + ".data"))
-            if end in seen and name in recs and recs[name].returncode is None:
-                stop(recs[name])
-    for rec in recs.values():
-        if rec.returncode is None:
-            stop(rec)
+    recorders, marks = {}, {}
+    markers = {"triage at concurrency 1": "triage", "proxy at concurrency 1": "proxy",
+               "at concurrency 64": "end"}
+    try:
+        while bench_run.poll() is None:
+            time.sleep(0.05)
+            log.seek(0)
+            text = log.read()
+            for marker, name in markers.items():
+                if name not in marks and marker in text:
+                    marks[name] = time.clock_gettime(time.CLOCK_MONOTONIC)
+            # Both servers are up and serving by triage's window. perf attaches to the threads
+            # a process has then: attached at start, it would miss the serving threads.
+            if "triage" in marks and not recorders:
+                for name, pattern in (("triage", "^%s serve" % re.escape(triage)),
+                                      ("proxy", "serve-proxy")):
+                    pid = child_pid(bench_run.pid, pattern)
+                    if pid is None:
+                        sys.exit("no %s process found under the bench" % name)
+                    # -B: no build-id pass at the end, which would run in a measured window.
+                    recorders[name] = subprocess.Popen(
+                        ["perf", "record", "-q", "-B", "-k", "CLOCK_MONOTONIC", "-e", EVENTS,
+                         "-p", pid, "-o", os.path.join(tmp, name + ".data")],
+                        stdout=subprocess.DEVNULL,
+                        stderr=open(os.path.join(tmp, name + ".perf.log"), "w"))
+    finally:
+        if bench_run.poll() is None:
+            bench_run.kill()
+        for recorder in recorders.values():
+            recorder.send_signal(signal.SIGINT)
+            recorder.wait()
+    if bench_run.returncode != 0 or not {"triage", "proxy", "end"} <= marks.keys():
+        sys.exit("the bench did not run the floor's windows; see %s" % log_path)
+    return {"triage": (marks["triage"], marks["proxy"]), "proxy": (marks["proxy"], marks["end"])}
+
+
+def main():
+    if len(sys.argv) < 3 or shutil.which("perf") is None:
+        sys.exit(__doc__ if len(sys.argv) < 3 else "perf not found (Debian's linux-perf)")
+    bench, triage = sys.argv[1], os.path.abspath(sys.argv[2])
+    kind = sys.argv[3] if len(sys.argv) > 3 else "json"
+    if kind not in KINDS:
+        sys.exit("kind: one of %s (one LLM call per request)" % ", ".join(KINDS))
+    tmp = tempfile.mkdtemp(prefix="floor-phases-")
+    windows = run_bench(bench, triage, kind, tmp)
     print("%-7s %8s %8s %8s %8s %8s" % ("server", "requests", "pre", "llm", "post", "serve"))
-    for name in ["triage", "proxy"]:
+    for name, (start, end) in windows.items():
         data = os.path.join(tmp, name + ".data")
         if not os.path.exists(data):
-            print("%-7s no trace (perf record failed?)" % name)
-            continue
-        cs = cycles(events(data))
+            sys.exit("no trace of %s; see %s" % (name, os.path.join(tmp, name + ".perf.log")))
+        found = requests([e for e in events(data) if start <= e[0] <= end])
         print("%-7s %8d %8.1f %8.1f %8.1f %8.1f" % (
-            name, len(cs), p50([c["llm_write"] - c["req"] for c in cs]),
-            p50([c["answer"] - c["llm_write"] for c in cs]),
-            p50([c["resp"] - c["answer"] for c in cs]),
-            p50([c["resp"] - c["req"] for c in cs])))
+            name, len(found),
+            p50_us([r["call"] - r["request"] for r in found]),
+            p50_us([r["answer"] - r["call"] for r in found]),
+            p50_us([r["response"] - r["answer"] for r in found]),
+            p50_us([r["response"] - r["request"] for r in found])))
     print("(p50, µs; traces and the bench's log in %s)" % tmp)
 
 
