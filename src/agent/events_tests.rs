@@ -40,17 +40,11 @@ async fn a_run_without_history_events_sends_no_message_copies_and_ends_the_same(
     // user, assistant's call, tool result, answer (the system message is installed, not added)
     assert_eq!(all.iter().filter(|e| is_history(e)).count(), 4, "{all:?}");
     assert!(!fewer.iter().any(is_history), "{fewer:?}");
-    let kinds = |events: &[AgentEvent]| -> Vec<String> {
+    let kinds = |events: &[AgentEvent]| -> Vec<std::mem::Discriminant<AgentEvent>> {
         events
             .iter()
             .filter(|e| !is_history(e))
-            .map(|e| {
-                format!("{e:?}")
-                    .split(['(', ' ', '{'])
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned()
-            })
+            .map(std::mem::discriminant)
             .collect()
     };
     assert_eq!(kinds(&all), kinds(&fewer));
