@@ -63,8 +63,8 @@ def requests(evs):
     busiest = sorted(sizes, key=lambda fd: len(sizes[fd]), reverse=True)[:2]
     if len(busiest) < 2:
         return []
-    client = min(busiest, key=lambda fd: sorted(sizes[fd])[len(sizes[fd]) // 2])
-    llm = max(busiest, key=lambda fd: sorted(sizes[fd])[len(sizes[fd]) // 2])
+    median = {fd: sorted(sizes[fd])[len(sizes[fd]) // 2] for fd in busiest}
+    client, llm = sorted(busiest, key=median.get)
     return requests_between(evs, client, llm)
 
 
