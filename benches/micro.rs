@@ -44,7 +44,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn agent(rt: &tokio::runtime::Runtime) -> Arc<Agent> {
     let settings = Settings::from_toml(BENCH_TOML).expect("bench settings");
-    rt.block_on(triage::startup::build_agent(&settings))
+    rt.block_on(triage::startup::build_agent(&settings, &[]))
         .expect("agent builds")
 }
 

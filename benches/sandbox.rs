@@ -1,6 +1,8 @@
 //! The cost of the tool sandbox per call (criterion): a bash tool call of `echo` (sandboxed:
 //! private TMPDIR, Landlock rules, user switch when root, limits) against the same bash
-//! started bare, and an approved call (whose rules cover `/` minus triage's files).
+//! started bare, and an approved call (whose rules cover `/` minus triage's files); then the
+//! network walls' share: `true` spawned through a sandbox that walls off a port (forked from
+//! the walled spawner thread) against one that walls nothing.
 //!
 //! `cargo bench --bench sandbox`.
 
@@ -22,7 +24,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 fn calls(c: &mut Criterion) {
     let rt = runtime();
-    let sandbox = Sandbox::new(&SandboxSettings::default(), &[]).expect("sandbox");
+    let sandbox = Sandbox::new(&SandboxSettings::default(), &[], &[]).expect("sandbox");
     let bash = toolset(&BashConfig::default(), &sandbox);
     let tool = bash.tools[0].clone();
     let plain = ToolContext::default();
@@ -52,18 +54,23 @@ fn calls(c: &mut Criterion) {
     });
     group.finish();
 
-    // The sandbox's own share: the private TMPDIR made and removed, the Landlock ruleset built.
-    let mut group = c.benchmark_group("sandbox_prepare");
-    for (name, approval) in [
-        ("not_approved", Approval::NotApproved),
-        ("approved", Approval::Approved),
-    ] {
+    // The network walls' share: the same spawn with and without a walled port.
+    let walled_port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = walled_port.local_addr().expect("addr").port();
+    let walled = Sandbox::new(&SandboxSettings::default(), &[], &[port]).expect("sandbox");
+    rt.block_on(walled.wall_ready());
+    let mut group = c.benchmark_group("sandbox_spawn");
+    for (name, sandbox) in [("no_walled_port", &sandbox), ("walled_port", &walled)] {
         group.bench_function(name, |b| {
             b.iter(|| {
-                let mut cmd = tokio::process::Command::new("true");
-                sandbox
-                    .prepare(&mut cmd, &Grants::default(), approval)
-                    .expect("prepared")
+                rt.block_on(async {
+                    let cmd = tokio::process::Command::new("true");
+                    let (mut child, _dir) = sandbox
+                        .spawn(cmd, &Grants::default(), Approval::NotApproved, |_, _| {})
+                        .await
+                        .expect("spawned");
+                    child.wait().await.expect("waited")
+                })
             })
         });
     }

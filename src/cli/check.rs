@@ -53,7 +53,8 @@ pub fn models(settings: &Settings) -> ExitCode {
 /// Validates the configuration, calls each model once and reports models and toolsets. Fails
 /// (1) when the default model does not answer, (2) when the configuration is unusable.
 pub async fn check(settings: &Settings) -> ExitCode {
-    let agent = match build_agent(settings).await {
+    // The wall the server would put around its port.
+    let agent = match build_agent(settings, &[settings.server.port]).await {
         Ok(a) => a,
         Err(e) => return startup_exit(&e),
     };

@@ -168,7 +168,7 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
                 return ExitCode::from(EXIT_USAGE);
             }
         },
-        None => match build_agent(&settings).await {
+        None => match build_agent(&settings, &[]).await {
             Ok(agent) => {
                 // No model, or an unknown --model: usage errors, found before any work.
                 if let Err(e) = agent.models.resolve(opts.model.as_deref()) {

@@ -4,6 +4,7 @@
 //! accepted connection is served on one of the `shards`.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +46,9 @@ pub struct ServeOptions {
     pub capacity: Arc<super::capacity::Capacity>,
     /// The threads connections are served on; this loop only accepts.
     pub shards: crate::shards::Shards,
+    /// The second wall between tools and triage: connections from the tools' uid are closed
+    /// before routing (`None` when it is not up).
+    pub peer_check: Option<Arc<crate::sandbox::PeerCheck>>,
 }
 
 /// Serves `router` on `listener` until `signal` resolves, then shuts down gracefully.
@@ -83,6 +87,11 @@ pub async fn serve(
             () = &mut signal => break,
         };
         let accepted = tokio::time::Instant::now();
+        if let Some(check) = &options.peer_check
+            && from_a_tool(check, &stream, peer)
+        {
+            continue;
+        }
         let (first_byte, write) = (options.header_read_timeout, options.write_timeout);
         let _ = stream.set_nodelay(true);
         // Handed over as a plain socket: the shard registers it with its own runtime.
@@ -168,6 +177,28 @@ pub async fn serve(
     }
     options.shards.stop().await;
     Ok(())
+}
+
+/// Whether the connection comes from a tool process (its client socket is the tools' uid's),
+/// counted and logged when it does. A socket the kernel cannot look up is refused too: the
+/// wall fails closed.
+fn from_a_tool(check: &crate::sandbox::PeerCheck, stream: &TcpStream, peer: SocketAddr) -> bool {
+    let verdict = stream
+        .local_addr()
+        .and_then(|local| check.classify(peer, local));
+    let refused = match verdict {
+        Ok(crate::sandbox::Peer::Other) => return false,
+        Ok(crate::sandbox::Peer::Tool) => "tool",
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "cannot tell who opened a connection: refused");
+            "unknown"
+        }
+    };
+    metrics::counter!("triage_tool_connections_refused_total", "peer" => refused).increment(1);
+    if refused == "tool" {
+        tracing::warn!(%peer, "refused a connection from a tool process to triage's listener");
+    }
+    true
 }
 
 /// Builds the TLS acceptor from PEM files.

@@ -13,7 +13,11 @@
 
 mod child;
 mod guard;
+mod network;
+mod peers;
+mod report;
 mod rules;
+mod spawner;
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
@@ -21,11 +25,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
 pub use child::Identity;
+pub use network::NetworkWallInfo;
+pub use peers::{Peer, PeerCheck};
+pub use report::{LandlockInfo, SandboxInfo, SandboxLimits};
+pub use spawner::ThreadWall;
 
 /// `[sandbox]`: who tool processes run as, what they may read, and their limits.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -43,6 +50,14 @@ pub struct SandboxSettings {
     pub max_cpu_secs: u64,
     /// Refuse to start when the kernel has no Landlock (instead of a loud warning).
     pub require_landlock: bool,
+    /// Tests only (no config key sets it): the first network wall stays down, so the second
+    /// can be seen to hold alone, as on a kernel without Landlock's TCP rules.
+    #[serde(skip)]
+    pub tcp_rules_off_for_tests: bool,
+    /// Tests only (no config key sets it): tools keep triage's uid even when it is root, as
+    /// when triage runs unprivileged.
+    #[serde(skip)]
+    pub keep_uid_for_tests: bool,
 }
 
 impl Default for SandboxSettings {
@@ -54,6 +69,8 @@ impl Default for SandboxSettings {
             max_file_size_mb: 100,
             max_cpu_secs: 120,
             require_landlock: false,
+            tcp_rules_off_for_tests: false,
+            keep_uid_for_tests: false,
         }
     }
 }
@@ -129,6 +146,13 @@ struct Inner {
     protected: Vec<PathBuf>,
     /// Holds the private `TMPDIR`s (mode 0711: they can be entered, not listed).
     base_dir: PathBuf,
+    /// The thread every tool process is forked from (the first network wall).
+    spawner: spawner::Spawner,
+    /// triage's listening ports, which no tool process may connect to.
+    walled_ports: Vec<u16>,
+    /// The second network wall: `Err` says why it is not up (tools keep triage's uid, or the
+    /// kernel cannot name a socket's owner); `Ok(None)` when nothing listens.
+    peer_check: Result<Option<Arc<PeerCheck>>, String>,
 }
 
 impl Drop for Inner {
@@ -140,13 +164,26 @@ impl Drop for Inner {
 impl Sandbox {
     /// Builds the sandbox. `protected` are triage's own files (config, model list, keys):
     /// tools can never read them, even inside a location they may otherwise read.
-    pub fn new(settings: &SandboxSettings, protected: &[PathBuf]) -> Result<Sandbox, SandboxError> {
-        Sandbox::with_identity(settings, protected, Identity::for_tools(&settings.user)?)
+    /// `walled_ports` are triage's listening ports: no tool process may make a request there.
+    pub fn new(
+        settings: &SandboxSettings,
+        protected: &[PathBuf],
+        walled_ports: &[u16],
+    ) -> Result<Sandbox, SandboxError> {
+        let identity = if settings.keep_uid_for_tests {
+            // SAFETY: geteuid/getegid only read the process's credentials.
+            let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+            Identity::Same { uid, gid }
+        } else {
+            Identity::for_tools(&settings.user)?
+        };
+        Sandbox::with_identity(settings, protected, walled_ports, identity)
     }
 
     fn with_identity(
         settings: &SandboxSettings,
         protected: &[PathBuf],
+        walled_ports: &[u16],
         identity: Identity,
     ) -> Result<Sandbox, SandboxError> {
         let kernel_abi = rules::kernel_abi();
@@ -173,6 +210,22 @@ impl Sandbox {
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
         let base_dir = create_base_dir()?;
+        let walled_ports = walled_ports.to_vec();
+        let peer_check = match &identity {
+            _ if walled_ports.is_empty() => Ok(None),
+            Identity::Same { .. } => Err("tools keep triage's uid (triage is not root), so the \
+                 kernel's socket tables cannot tell their connections from triage's"
+                .to_owned()),
+            Identity::Switch { uid, .. } => PeerCheck::new(*uid).map(|c| Some(Arc::new(c))),
+        };
+        // Tests of the second wall alone leave the first one down.
+        let thread_ports = if settings.tcp_rules_off_for_tests {
+            Vec::new()
+        } else {
+            walled_ports.clone()
+        };
+        let announce = network::announcer(walled_ports.clone(), &peer_check);
+        let spawner = spawner::Spawner::start(thread_ports, announce);
         Ok(Sandbox {
             inner: Arc::new(Inner {
                 identity,
@@ -181,14 +234,56 @@ impl Sandbox {
                 read_roots,
                 protected,
                 base_dir,
+                spawner,
+                walled_ports,
+                peer_check,
             }),
         })
     }
 
-    /// Sets up `cmd` to run sandboxed: a private `TMPDIR` (also the working directory), the
-    /// limits, the tools' user and the Landlock rules. Keep the returned [`CallDir`] until the
-    /// process group is gone: dropping it removes the directory.
-    pub fn prepare(
+    /// Starts `cmd` sandboxed: a private `TMPDIR` (also the working directory; `setup` may
+    /// read its path, e.g. for `HOME`), the limits, the tools' user and the Landlock rules,
+    /// forked from the walled spawner thread. Keep the returned [`CallDir`] until the process
+    /// group is gone: dropping it removes the directory.
+    pub async fn spawn(
+        &self,
+        mut cmd: Command,
+        grants: &Grants,
+        approval: Approval,
+        setup: impl FnOnce(&mut Command, &Path),
+    ) -> std::io::Result<(Child, CallDir)> {
+        let dir = self
+            .prepare(&mut cmd, grants, approval)
+            .map_err(std::io::Error::other)?;
+        setup(&mut cmd, &dir.path);
+        let mut attempt = 0;
+        loop {
+            // tokio registers the child with the runtime entered where it is spawned: ours.
+            let runtime = tokio::runtime::Handle::current();
+            let (back, spawned) = self
+                .inner
+                .spawner
+                .run(move || {
+                    let _entered = runtime.enter();
+                    let child = cmd.spawn();
+                    (cmd, child)
+                })
+                .await?;
+            cmd = back;
+            match spawned {
+                // A program just written (an upgrade in progress, or a file another thread's
+                // fork still holds open for writing) cannot be executed for a moment.
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempt < 5 => {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
+                }
+                spawned => return spawned.map(|child| (child, dir)),
+            }
+        }
+    }
+
+    /// Sets up `cmd` to run sandboxed, for [`spawn`](Sandbox::spawn).
+    fn prepare(
         &self,
         cmd: &mut Command,
         grants: &Grants,
@@ -248,168 +343,18 @@ impl Sandbox {
     ) -> Sandbox {
         // SAFETY: geteuid/getegid only read the process's credentials.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        Sandbox::with_identity(settings, protected, Identity::Same { uid, gid })
+        Sandbox::with_identity(settings, protected, &[], Identity::Same { uid, gid })
             .expect("a sandbox keeping the uid")
     }
 
     /// The default sandbox, for tests.
     #[cfg(test)]
     pub(crate) fn for_tests() -> Sandbox {
-        Sandbox::new(&SandboxSettings::default(), &[]).expect("the default sandbox")
+        Sandbox::new(&SandboxSettings::default(), &[], &[]).expect("the default sandbox")
     }
 
     pub fn identity(&self) -> &Identity {
         &self.inner.identity
-    }
-
-    /// One line for the start-up log, loud when Landlock is missing.
-    pub fn log_summary(&self) {
-        let inner = &self.inner;
-        let who = inner.identity.describe();
-        let limits = &inner.limits;
-        match inner.kernel_abi {
-            Some(abi) => tracing::info!(
-                landlock_abi = abi,
-                landlock_abi_used = abi.min(rules::ABI_USED),
-                tools_user = %who,
-                max_processes = limits.max_processes,
-                max_file_size_bytes = limits.max_file_size,
-                max_cpu_secs = limits.max_cpu_secs,
-                "tool sandbox in force"
-            ),
-            None => tracing::error!(
-                tools_user = %who,
-                max_processes = limits.max_processes,
-                max_file_size_bytes = limits.max_file_size,
-                max_cpu_secs = limits.max_cpu_secs,
-                "THIS KERNEL HAS NO LANDLOCK: tool processes are NOT confined to the files they \
-                 need; only the user switch, no_new_privs and the limits apply. Use a kernel \
-                 with Landlock (5.13+, enabled in the `lsm=` boot list), or set \
-                 sandbox.require_landlock = true to refuse to start without it"
-            ),
-        }
-        if std::process::id() == 1 {
-            tracing::warn!(
-                "triage runs as PID 1: the processes of a tool call it kills (timeouts, \
-                 cancellations) are re-parented to it and never reaped; run it under an init \
-                 (`docker run --init`, tini)"
-            );
-        }
-        if inner.kernel_abi.is_none() {
-            for file in inner
-                .protected
-                .iter()
-                .filter(|f| readable_by(f, &inner.identity))
-            {
-                tracing::error!(
-                    file = %file.display(),
-                    tools_user = %who,
-                    "without Landlock, tool processes can read this file of triage's: make it \
-                     unreadable to the tools' user (e.g. mode 0600, owned by triage's user, with \
-                     triage running as root so that tools run as sandbox.user)"
-                );
-            }
-        }
-    }
-
-    /// One line for `triage check`.
-    pub fn summary(&self) -> String {
-        let inner = &self.inner;
-        let landlock = match inner.kernel_abi {
-            Some(abi) => format!("Landlock ABI {abi} (using {})", abi.min(rules::ABI_USED)),
-            None => "NO LANDLOCK (tools are not confined to the files they need)".to_owned(),
-        };
-        let limits = &inner.limits;
-        format!(
-            "{landlock}, tools run as {}, at most {} processes, {} MiB per file, {} CPU s",
-            inner.identity.describe(),
-            limits.max_processes,
-            limits.max_file_size / (1024 * 1024),
-            limits.max_cpu_secs
-        )
-    }
-
-    /// The sandbox as `/api/info` reports it.
-    pub fn describe(&self) -> SandboxInfo {
-        let inner = &self.inner;
-        let landlock = match inner.kernel_abi {
-            Some(abi) => LandlockInfo {
-                available: true,
-                kernel_abi: Some(abi.unsigned_abs()),
-                abi_used: Some(abi.min(rules::ABI_USED).unsigned_abs()),
-                warning: None,
-            },
-            None => LandlockInfo {
-                available: false,
-                kernel_abi: None,
-                abi_used: None,
-                warning: Some(
-                    "the kernel has no Landlock: tool processes are not confined to the files \
-                     they need"
-                        .into(),
-                ),
-            },
-        };
-        let (uid, gid) = inner.identity.ids();
-        SandboxInfo {
-            landlock,
-            tools_uid: uid,
-            tools_gid: gid,
-            separate_user: matches!(inner.identity, Identity::Switch { .. }),
-            no_new_privs: true,
-            limits: SandboxLimits {
-                max_processes: inner.limits.max_processes,
-                max_file_size_mb: inner.limits.max_file_size / (1024 * 1024),
-                max_cpu_secs: inner.limits.max_cpu_secs,
-            },
-        }
-    }
-}
-
-// Documented where `InfoResponse` refers to it; a doc comment here would add a second
-// description to the OpenAPI document.
-#[derive(Serialize, JsonSchema)]
-pub struct SandboxInfo {
-    pub landlock: LandlockInfo,
-    pub tools_uid: u32,
-    pub tools_gid: u32,
-    /// Tools run as `sandbox.user` because triage runs as root.
-    pub separate_user: bool,
-    pub no_new_privs: bool,
-    pub limits: SandboxLimits,
-}
-
-#[derive(Serialize, JsonSchema)]
-pub struct LandlockInfo {
-    /// False on a kernel without Landlock: tools are not confined to the files they need.
-    pub available: bool,
-    pub kernel_abi: Option<u32>,
-    /// The ABI whose rights triage enforces.
-    pub abi_used: Option<u32>,
-    pub warning: Option<String>,
-}
-
-#[derive(Serialize, JsonSchema)]
-pub struct SandboxLimits {
-    pub max_processes: u64,
-    pub max_file_size_mb: u64,
-    pub max_cpu_secs: u64,
-}
-
-/// Whether file permissions let the tools' user read `path` (the directories above aside).
-fn readable_by(path: &Path, identity: &Identity) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(path) else {
-        return false;
-    };
-    match identity {
-        Identity::Same { .. } => true,
-        Identity::Switch { uid, gid, .. } => {
-            let mode = meta.mode();
-            (meta.uid() == *uid && mode & 0o400 != 0)
-                || (meta.gid() == *gid && mode & 0o040 != 0)
-                || mode & 0o004 != 0
-        }
     }
 }
 
@@ -521,28 +466,6 @@ fn remove_when_quiet(path: &Path) {
 mod tests {
     use super::*;
     use serde_json::json;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn file_permissions_decide_what_a_separate_user_can_read() {
-        let dir = create_base_dir().expect("dir");
-        let file = dir.join("config.toml");
-        std::fs::write(&file, "x").expect("write");
-        let nobody = Identity::Switch {
-            uid: 65534,
-            gid: 65534,
-            name: "nobody".into(),
-        };
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        assert!(readable_by(&file, &nobody));
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-        // SAFETY: geteuid only reads the process's credentials.
-        let owner_is_nobody = unsafe { libc::geteuid() } == 65534;
-        assert_eq!(readable_by(&file, &nobody), owner_is_nobody);
-        assert!(readable_by(&file, &Identity::Same { uid: 1, gid: 1 }));
-        assert!(!readable_by(&dir.join("missing"), &nobody));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 
     #[test]
     fn a_call_directory_dropped_while_its_runtime_stops_is_still_removed() {

@@ -65,8 +65,12 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Everything a request needs, built once: also used in-process by the CLI.
-pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError> {
+/// Everything a request needs, built once: also used in-process by the CLI. `walled_ports` are
+/// the ports triage listens on, which no tool process may reach (none for the CLI's own runs).
+pub async fn build_agent(
+    settings: &Settings,
+    walled_ports: &[u16],
+) -> Result<Arc<Agent>, StartupError> {
     install_crypto_provider();
     protect_process_memory();
     let models = ModelRegistry::from_settings(settings)?;
@@ -85,7 +89,7 @@ pub async fn build_agent(settings: &Settings) -> Result<Arc<Agent>, StartupError
             tokenizer.count("warm up");
         }
     });
-    let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings))?;
+    let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings), walled_ports)?;
     sandbox.log_summary();
     let mut tools = load_tools(settings, &sandbox).await?;
     let mut mcp_prompts = Vec::new();
@@ -262,7 +266,20 @@ impl Application {
             }
             _ => None,
         };
-        let agent = build_agent(&settings).await?;
+        // Bound first: the tools' sandbox walls its port off before any tool process starts.
+        let addr = format!("{}:{}", server.host, server.port);
+        let listener = TcpListener::bind(&addr)
+            .await
+            .map_err(|source| StartupError::Bind { addr, source })?;
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let agent = build_agent(&settings, &[port]).await?;
+        let peer_check = match agent.tools.sandbox() {
+            Some(sandbox) => {
+                sandbox.wall_ready().await;
+                sandbox.peer_check()
+            }
+            None => None,
+        };
         if settings.approvals.signing_key.is_none() {
             tracing::warn!(
                 "no approval signing key configured (approvals.signing_key or \
@@ -321,11 +338,6 @@ impl Application {
                     .collect(),
             ),
         });
-        let addr = format!("{}:{}", server.host, server.port);
-        let listener = TcpListener::bind(&addr)
-            .await
-            .map_err(|source| StartupError::Bind { addr, source })?;
-        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         let shards = crate::shards::Shards::start(crate::allocator::on_worker_park)
             .map_err(StartupError::Threads)?;
         release_unused();
@@ -340,6 +352,7 @@ impl Application {
                 grace: secs(server.shutdown_grace_secs),
                 capacity,
                 shards,
+                peer_check,
             },
             phase,
         })

@@ -99,7 +99,7 @@ async fn a_kubeconfig_the_tools_user_cannot_read_makes_kubernetes_unavailable() 
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(&kubeconfig, kubeconfig_text("http://127.0.0.1:1")).expect("write");
-    let sandbox = Sandbox::new(&SandboxSettings::default(), &[]).expect("sandbox");
+    let sandbox = Sandbox::new(&SandboxSettings::default(), &[], &[]).expect("sandbox");
     let ts = triage::tools::kubernetes::toolset(
         &KubernetesConfig {
             kubeconfig: Some(kubeconfig),

@@ -26,7 +26,7 @@ fn require_kubectl() {
 
 /// The toolset as triage builds it: kubectl in the default sandbox.
 async fn toolset(cfg: &KubernetesConfig) -> Toolset {
-    let sandbox = Sandbox::new(&SandboxSettings::default(), &[]).expect("the default sandbox");
+    let sandbox = Sandbox::new(&SandboxSettings::default(), &[], &[]).expect("the default sandbox");
     triage::tools::kubernetes::toolset(cfg, &sandbox).await
 }
 

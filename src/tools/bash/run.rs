@@ -174,13 +174,12 @@ pub async fn run(spec: Spec<'_>) -> std::io::Result<Finished> {
         .stderr(Stdio::null())
         .process_group(0)
         .kill_on_drop(true);
-    // Declared before the child and the group guard, so dropped after them: the directory is
-    // removed once nothing runs in it any more.
-    let _tmpdir = spec
+    // The directory is declared before the child and the group guard, so dropped after them:
+    // it is removed once nothing runs in it any more.
+    let (mut child, _tmpdir) = spec
         .sandbox
-        .prepare(&mut cmd, spec.grants, spec.approval)
-        .map_err(std::io::Error::other)?;
-    let mut child = cmd.spawn()?;
+        .spawn(cmd, spec.grants, spec.approval, |_, _| {})
+        .await?;
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

@@ -72,7 +72,7 @@ fn root_or_skip(test: &str) -> bool {
 /// where Landlock alone must hold (as root here, it holds against every capability too).
 fn both_sandboxes(settings: &SandboxSettings, protected: &[PathBuf]) -> [Sandbox; 2] {
     [
-        Sandbox::new(settings, protected).expect("sandbox"),
+        Sandbox::new(settings, protected, &[]).expect("sandbox"),
         Sandbox::keeping_uid_for_tests(settings, protected),
     ]
 }
@@ -130,7 +130,7 @@ async fn landlock_alone_keeps_a_same_user_process_out_of_reach() {
         user: format!("{UID}:{UID}"),
         ..SandboxSettings::default()
     };
-    let sandbox = Sandbox::new(&settings, &[]).expect("sandbox");
+    let sandbox = Sandbox::new(&settings, &[], &[]).expect("sandbox");
     let out = text(&hostile(&sandbox, &prying_at(triage.id()), Approval::Approved, 10).await);
     let _ = triage.kill();
     let _ = triage.wait();
@@ -259,7 +259,7 @@ async fn a_fork_bomb_stops_at_the_process_limit_and_is_cleaned_up() {
         max_processes: 40,
         ..SandboxSettings::default()
     };
-    let sandbox = Sandbox::new(&settings, &[]).expect("sandbox");
+    let sandbox = Sandbox::new(&settings, &[], &[]).expect("sandbox");
     let bomb = hostile(
         &sandbox,
         "bomb() { bomb | bomb & }; bomb; sleep 5",
@@ -290,7 +290,7 @@ async fn a_disk_filler_stops_at_the_file_size_limit() {
         max_file_size_mb: 1,
         ..SandboxSettings::default()
     };
-    let sandbox = Sandbox::new(&settings, &[]).expect("sandbox");
+    let sandbox = Sandbox::new(&settings, &[], &[]).expect("sandbox");
     let out = text(
         &hostile(
             &sandbox,

@@ -162,12 +162,10 @@ impl Kubectl {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        // Declared before the child, so removed after the group is killed.
-        let _tmpdir = self
+        // The directory is declared before the child, so removed after the group is killed.
+        let (mut child, _tmpdir) = self
             .sandbox
-            .prepare(&mut cmd, &self.grants, Approval::NotApproved)
-            .map_err(|e| RunError::Spawn(std::io::Error::other(e)))?;
-        let mut child = spawn_retrying_busy(&mut cmd)
+            .spawn(cmd, &self.grants, Approval::NotApproved, |_, _| {})
             .await
             .map_err(RunError::Spawn)?;
         // Declared after `child`, so dropped first: kills the whole group (kubectl and any
@@ -258,22 +256,6 @@ pub(super) fn resolve_program(program: &Path) -> Option<PathBuf> {
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// Spawns, retrying briefly on ETXTBSY: a binary just written (an upgrade in progress, or a
-/// file another thread's fork still holds open for writing) cannot be executed for a moment.
-async fn spawn_retrying_busy(cmd: &mut Command) -> std::io::Result<tokio::process::Child> {
-    const ETXTBSY: i32 = 26;
-    let mut attempt = 0;
-    loop {
-        match cmd.spawn() {
-            Err(e) if e.raw_os_error() == Some(ETXTBSY) && attempt < 5 => {
-                attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
-            }
-            other => return other,
-        }
-    }
 }
 
 #[cfg(test)]

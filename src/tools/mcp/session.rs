@@ -223,6 +223,7 @@ async fn open(
     match endpoint {
         Endpoint::Stdio { command, args, env } => {
             let (child, stdout, stdin) = spawn(sandbox, &server.name, command, args, env)
+                .await
                 .map_err(|e| format!("cannot start {command}: {e}"))?;
             *process = Some(child);
             handler.serve((stdout, stdin)).await.map_err(|e| failed(&e))

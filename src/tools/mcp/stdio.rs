@@ -68,7 +68,7 @@ impl Drop for ServerProcess {
 
 /// Starts `command args` sandboxed; returns the process and its stdout/stdin for the MCP
 /// transport.
-pub fn spawn(
+pub async fn spawn(
     sandbox: &Sandbox,
     server: &str,
     command: &str,
@@ -84,13 +84,18 @@ pub fn spawn(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let dir = sandbox
-        .prepare(&mut cmd, &Grants::default(), Approval::NotApproved)
-        .map_err(std::io::Error::other)?;
-    // npm, pip and friends want a HOME they can write: the private directory.
-    cmd.env("HOME", dir.path());
-    cmd.envs(env.iter().map(|(k, v)| (k, v)));
-    let mut child = cmd.spawn()?;
+    let (mut child, dir) = sandbox
+        .spawn(
+            cmd,
+            &Grants::default(),
+            Approval::NotApproved,
+            |cmd, dir| {
+                // npm, pip and friends want a HOME they can write: the private directory.
+                cmd.env("HOME", dir);
+                cmd.envs(env.iter().map(|(k, v)| (k, v)));
+            },
+        )
+        .await?;
     let pgid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
