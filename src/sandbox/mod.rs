@@ -218,14 +218,13 @@ impl Sandbox {
                 .to_owned()),
             Identity::Switch { uid, .. } => PeerCheck::new(*uid).map(|c| Some(Arc::new(c))),
         };
-        // Tests of the second wall alone leave the first one down.
-        let thread_ports = if settings.tcp_rules_off_for_tests {
-            Vec::new()
-        } else {
-            walled_ports.clone()
-        };
         let announce = network::announcer(walled_ports.clone(), &peer_check);
-        let spawner = spawner::Spawner::start(thread_ports, announce);
+        // Tests of the second wall alone leave the first one down.
+        let spawner = spawner::Spawner::start(
+            walled_ports.clone(),
+            settings.tcp_rules_off_for_tests,
+            announce,
+        );
         Ok(Sandbox {
             inner: Arc::new(Inner {
                 identity,

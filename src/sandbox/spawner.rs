@@ -65,14 +65,27 @@ impl Spawner {
     /// Starts the thread; it walls itself off from `ports` before it takes its first job (the
     /// rules take some 50 ms to build, spent beside the rest of start-up). With no ports it
     /// walls nothing: nothing of triage's listens.
-    pub fn start(ports: Vec<u16>, on_ready: impl FnOnce(&ThreadWall) + Send + 'static) -> Self {
+    /// `switched_off` (tests only) builds no wall and says so.
+    pub fn start(
+        ports: Vec<u16>,
+        switched_off: bool,
+        on_ready: impl FnOnce(&ThreadWall) + Send + 'static,
+    ) -> Self {
         let (jobs, queue) = mpsc::channel::<Job>();
         let wall = Arc::new(OnceLock::new());
         let ready = wall.clone();
         let started = std::thread::Builder::new()
             .name("triage-tool-spawner".into())
             .spawn(move || {
-                let built = wall_off(&ports);
+                let built = if switched_off {
+                    ThreadWall {
+                        tcp_rules: false,
+                        seccomp: false,
+                        problems: vec!["the TCP rules are switched off (a test)".into()],
+                    }
+                } else {
+                    wall_off(&ports)
+                };
                 on_ready(&built);
                 let _ = ready.set(built);
                 // Ends when the last Spawner (the sandbox) is dropped.
@@ -238,7 +251,7 @@ mod tests {
         let open = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
         let walled_addr = walled.local_addr().expect("addr");
         let open_addr = open.local_addr().expect("addr");
-        let spawner = Spawner::start(vec![walled_addr.port()], |_| {});
+        let spawner = Spawner::start(vec![walled_addr.port()], false, |_| {});
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
@@ -307,7 +320,7 @@ mod tests {
 
     #[test]
     fn no_ports_no_wall() {
-        let spawner = Spawner::start(Vec::new(), |_| {});
+        let spawner = Spawner::start(Vec::new(), false, |_| {});
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");

@@ -132,6 +132,16 @@ pub async fn spawn_app_layers(extras: &[&str]) -> TestApp {
 /// `spawn_app_layers` with HolmesGPT's config files below the TOML layers (as `serve` reads
 /// `~/.holmes/config.yaml` and `CUSTOM_TOOLSET_LOCATION`, without reading the environment).
 pub async fn spawn_app_holmes(holmes: &triage::config::HolmesFiles, extras: &[&str]) -> TestApp {
+    spawn_app_adjusted(holmes, extras, |_| {}).await
+}
+
+/// `spawn_app_holmes` with the settings changed by `adjust` before the server starts (for the
+/// settings no config file can set, such as the sandbox's test switches).
+pub async fn spawn_app_adjusted(
+    holmes: &triage::config::HolmesFiles,
+    extras: &[&str],
+    adjust: impl FnOnce(&mut Settings),
+) -> TestApp {
     let llm = FakeLlm::start().await;
     let data_dir = test_data_dir();
     let base_toml = format!(
@@ -169,7 +179,8 @@ auto_title = false
             .replace("{LLM_ORIGIN}", &llm.origin())
     }));
     let layers: Vec<&str> = layers.iter().map(String::as_str).collect();
-    let settings = Settings::from_holmes_and_toml(holmes, &layers).expect("test settings");
+    let mut settings = Settings::from_holmes_and_toml(holmes, &layers).expect("test settings");
+    adjust(&mut settings);
     let mut app = spawn_with_settings(settings, llm).await;
     app.data_dir = Some(data_dir);
     app

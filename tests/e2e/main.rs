@@ -40,6 +40,7 @@ mod litellm_proxy;
 mod llm_failures;
 mod mcp;
 mod model_providers;
+mod network_wall;
 mod openapi;
 mod operations;
 mod policy_strace;
