@@ -77,6 +77,27 @@ fn calls(c: &mut Criterion) {
     group.finish();
 }
 
+/// The second wall's share of each accepted connection: one sock_diag lookup of the client's
+/// socket (a live loopback connection; and a remote address, which the kernel does not have).
+fn peer_check(c: &mut Criterion) {
+    // SAFETY: geteuid only reads the process's credentials.
+    let check = triage::sandbox::PeerCheck::new(unsafe { libc::geteuid() }).expect("sock_diag");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let client = std::net::TcpStream::connect(listener.local_addr().expect("addr")).expect("c");
+    let (server, from) = listener.accept().expect("accept");
+    let here = server.local_addr().expect("addr");
+    let remote: std::net::SocketAddr = "192.0.2.7:40000".parse().expect("addr");
+    let mut group = c.benchmark_group("peer_check");
+    group.bench_function("local_connection", |b| {
+        b.iter(|| check.classify(from, here).expect("classified"))
+    });
+    group.bench_function("remote_connection", |b| {
+        b.iter(|| check.classify(remote, here).expect("classified"))
+    });
+    group.finish();
+    drop(client);
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -88,6 +109,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = calls
+    targets = calls, peer_check
 }
 criterion_main!(benches);

@@ -9,10 +9,11 @@
 //! (Landlock and seccomp confine the calling thread only), so triage itself still reaches any
 //! port. Each call then adds its own file-system domain on top, as before.
 //!
-//! Landlock checks `connect`, but `sendto`/`sendmsg` with `MSG_FASTOPEN` open a TCP connection
-//! without it (seen here on Linux 6.18: the data arrived), and io_uring's operations pass no
+//! Landlock checks `connect` on TCP sockets, but `sendto`/`sendmsg` with `MSG_FASTOPEN` open a
+//! TCP connection without it, and so does `connect` on an MPTCP socket, which falls back to
+//! plain TCP (both seen here on Linux 6.18: the server accepted); io_uring's operations pass no
 //! system call a filter could see. The same thread therefore also installs a seccomp filter that
-//! refuses both, inherited the same way.
+//! refuses all three, inherited the same way.
 
 use std::io;
 use std::sync::mpsc;
@@ -178,7 +179,8 @@ fn tcp_rules(ports: &[u16]) -> Result<(), String> {
     }
 }
 
-/// `MSG_FASTOPEN` on `sendto`/`sendmsg`/`sendmmsg`, and io_uring, fail with EPERM.
+/// `MSG_FASTOPEN` on `sendto`/`sendmsg`/`sendmmsg`, MPTCP sockets and io_uring fail with
+/// EPERM.
 fn seccomp_filter() -> Result<(), String> {
     let fast_open = u64::try_from(libc::MSG_FASTOPEN).unwrap_or(0x2000_0000);
     let with_fast_open = |flags_arg: u8| -> Result<Vec<SeccompRule>, String> {
@@ -193,7 +195,22 @@ fn seccomp_filter() -> Result<(), String> {
             SeccompRule::new(vec![condition]).map_err(|e| e.to_string())?,
         ])
     };
+    // MPTCP sockets fall back to plain TCP against a server that does not speak it, and their
+    // `connect` passes no Landlock TCP check (seen here on 6.18): no MPTCP socket at all.
+    let mptcp = || -> Result<Vec<SeccompRule>, String> {
+        let condition = SeccompCondition::new(
+            2,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Eq,
+            u64::try_from(libc::IPPROTO_MPTCP).unwrap_or(262),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(vec![
+            SeccompRule::new(vec![condition]).map_err(|e| e.to_string())?,
+        ])
+    };
     let mut rules = std::collections::BTreeMap::new();
+    rules.insert(libc::SYS_socket, mptcp()?);
     rules.insert(libc::SYS_sendto, with_fast_open(3)?);
     rules.insert(libc::SYS_sendmsg, with_fast_open(2)?);
     rules.insert(libc::SYS_sendmmsg, with_fast_open(3)?);
@@ -208,6 +225,7 @@ fn seccomp_filter() -> Result<(), String> {
     {
         // The x32 numbers of the same calls (a kernel may accept them from an x86_64 process).
         const X32: i64 = 0x4000_0000;
+        rules.insert(X32 | 41, mptcp()?);
         rules.insert(X32 | 44, with_fast_open(3)?);
         rules.insert(X32 | 518, with_fast_open(2)?);
         rules.insert(X32 | 538, with_fast_open(3)?);
@@ -285,6 +303,18 @@ mod tests {
             }))
             .expect("runs");
         assert_eq!(uring, -1);
+        // SAFETY: socket only returns a descriptor or an error; a descriptor is closed.
+        let mptcp = runtime
+            .block_on(spawner.run(|| unsafe {
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_MPTCP);
+                let errno = std::io::Error::last_os_error().raw_os_error();
+                if fd >= 0 {
+                    libc::close(fd);
+                }
+                (fd, errno)
+            }))
+            .expect("runs");
+        assert_eq!(mptcp, (-1, Some(libc::EPERM)));
     }
 
     /// `sendto(MSG_FASTOPEN)` to `to`: the errno, or Ok.

@@ -1,6 +1,6 @@
 //! Nothing triage starts can make a request triage serves: a hostile stdio MCP server
 //! (tests/fixtures/mcp/hostile_server.py, standard library only) tries every route of triage's
-//! listener, over IPv4 and IPv6, plain `connect` and TCP Fast Open, while a conversation waits
+//! listener, over IPv4 and IPv6, plain `connect`, TCP Fast Open and MPTCP, while a conversation waits
 //! for a person's approval. Once, on a keyless server, such a process approved its own call.
 //! Each wall is seen to hold alone: Landlock's TCP rules with tools as triage's own uid, the
 //! peer uid check with the TCP rules down (as on a kernel without them), and both together.
@@ -101,7 +101,7 @@ async fn probe(app: &TestApp, conversation: &str) -> String {
 fn assert_nothing_got_through(report: &str, how: &str) {
     let lines: Vec<&str> = report.lines().collect();
     assert!(lines.len() >= 40, "{how}: too few attempts:\n{report}");
-    for wanted in ["family=2", "family=10", "connect ", "fastopen "] {
+    for wanted in ["family=2", "family=10", "connect ", "fastopen ", "mptcp "] {
         assert!(
             report.contains(wanted),
             "{how}: no {wanted} attempt:\n{report}"
@@ -253,7 +253,12 @@ async fn without_walls_the_fixture_is_answered() {
     let report = probe(&app, "none").await;
     assert!(report.contains("connect [127.0.0.1]"), "{report}");
     assert!(report.contains("HTTP 200"), "{report}");
-    for way in ["connect [::1]", "fastopen [127.0.0.1]", "fastopen [::1]"] {
+    for way in [
+        "connect [::1]",
+        "fastopen [127.0.0.1]",
+        "fastopen [::1]",
+        "mptcp [127.0.0.1]",
+    ] {
         assert!(
             report
                 .lines()
