@@ -103,17 +103,26 @@ pub async fn check(settings: &Settings) -> ExitCode {
         };
         println!("  {:<20} {status}", t.name);
     }
-    if let Some(hub) = agent.tools.mcp() {
+    if agent.tools.mcp().is_some() {
         println!("mcp servers:");
-        for s in hub.statuses() {
+        for s in agent.tools.mcp_statuses() {
             let error = s
                 .last_error
                 .map(|e| format!(", last error: {e}"))
                 .unwrap_or_default();
-            let rejected = match s.rejected_tools.len() {
-                0 => String::new(),
-                n => format!(", {n} tools rejected"),
-            };
+            let mut rejected = String::new();
+            for (n, what) in [
+                (s.rejected_tools.len(), "rejected"),
+                (s.trimmed_tools.len(), "with a trimmed description"),
+                (
+                    s.withheld_tools.len(),
+                    "left out by agent.max_tool_definitions_bytes",
+                ),
+            ] {
+                if n > 0 {
+                    rejected.push_str(&format!(", {n} tools {what}"));
+                }
+            }
             println!(
                 "  {:<20} {} ({}, {} tools{rejected}{error})",
                 s.name,

@@ -215,6 +215,10 @@ impl Settings {
                 self.agent.max_image_bytes_total,
             ),
             (
+                "agent.max_tool_definitions_bytes",
+                self.agent.max_tool_definitions_bytes,
+            ),
+            (
                 "approvals.token_ttl_secs",
                 self.approvals.token_ttl_secs as usize,
             ),

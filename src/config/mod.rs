@@ -167,6 +167,9 @@ pub struct AgentSettings {
     pub max_images_total: usize,
     /// Decoded bytes of all `data:` images in the conversation.
     pub max_image_bytes_total: usize,
+    /// Bytes the definitions of all offered tools (built-in, YAML, MCP) may take in one LLM
+    /// request; beyond it MCP tools, then YAML tools are left out.
+    pub max_tool_definitions_bytes: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -77,12 +77,8 @@ pub async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
             .tools
             .sandbox()
             .map(crate::sandbox::Sandbox::describe),
-        mcp_servers: state
-            .agent
-            .tools
-            .mcp()
-            .map(|hub| hub.statuses())
-            .unwrap_or_default(),
+        mcp_servers: state.agent.tools.mcp_statuses(),
+        tool_definitions: state.agent.tools.definitions_report(),
     })
 }
 

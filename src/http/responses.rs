@@ -89,6 +89,9 @@ pub struct InfoResponse {
     pub sandbox: Option<SandboxInfo>,
     /// Each `[mcp_servers]` entry: its session, tools and last error.
     pub mcp_servers: Vec<crate::tools::mcp::McpServerStatus>,
+    /// The tool definitions every LLM request carries: their size, the cap
+    /// (`agent.max_tool_definitions_bytes`) and the tools it left out.
+    pub tool_definitions: crate::tools::DefinitionsReport,
 }
 
 #[derive(Serialize, JsonSchema)]

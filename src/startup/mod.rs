@@ -98,12 +98,13 @@ pub async fn build_agent(
         let hub = tools::mcp::McpHub::start(&settings.mcp_servers, &sandbox)?;
         // Slow servers join when they are ready: start-up waits only briefly.
         hub.wait_for_first_attempts(tools::mcp::STARTUP_WAIT).await;
-        for s in hub.statuses() {
+        mcp_prompts = hub.prompt_sections();
+        tools = tools.with_mcp(hub);
+        // After the cap on all definitions has had its say (it logs what it left out).
+        for s in tools.mcp_statuses() {
             tracing::info!(mcp_server = %s.name, status = ?s.status, tools = s.tool_count,
                 waited_ms = started.elapsed().as_millis() as u64, "MCP server at start-up");
         }
-        mcp_prompts = hub.prompt_sections();
-        tools = tools.with_mcp(hub);
     }
     let tools = tools.with_sandbox(sandbox);
     let inputs = PromptInputs {

@@ -123,7 +123,8 @@ pub(super) async fn load_tools(
             }
         }
     }
-    Ok(ToolRegistry::new(toolsets))
+    Ok(ToolRegistry::new(toolsets)
+        .with_max_definitions_bytes(settings.agent.max_tool_definitions_bytes))
 }
 
 /// Two toolsets with one name, or two enabled tools with one name, would make calls

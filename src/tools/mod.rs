@@ -25,6 +25,7 @@ use serde_json::value::RawValue;
 use crate::context::tokens::Tokenizer;
 
 use catalog::Catalog;
+pub use catalog::{ToolOrigin, WithheldTool};
 pub use execute::{execute, execute_with, executed_from, parse_arguments, tool_arguments};
 pub use todowrite::TodoWrite;
 pub use typed::{Typed, TypedTool, invalid_parameters_line};
@@ -93,6 +94,9 @@ pub struct Toolset {
     pub instructions: String,
     pub tools: Vec<Arc<dyn Tool>>,
     pub status: ToolsetStatus,
+    /// Built-in unless marked otherwise ([`Toolset::with_origin`]): decides which tools the cap
+    /// on all definitions leaves out first.
+    pub origin: ToolOrigin,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +115,14 @@ impl Toolset {
             instructions: instructions.to_owned(),
             tools,
             status: ToolsetStatus::Enabled,
+            origin: ToolOrigin::Builtin,
         }
+    }
+
+    /// Marks where the toolset comes from (a custom YAML toolset is `ToolOrigin::Yaml`).
+    pub fn with_origin(mut self, origin: ToolOrigin) -> Toolset {
+        self.origin = origin;
+        self
     }
 
     pub fn disabled(name: &str) -> Toolset {
@@ -120,6 +131,7 @@ impl Toolset {
             instructions: String::new(),
             tools: Vec::new(),
             status: ToolsetStatus::Disabled,
+            origin: ToolOrigin::Builtin,
         }
     }
 
@@ -129,6 +141,7 @@ impl Toolset {
             instructions: String::new(),
             tools: Vec::new(),
             status: ToolsetStatus::Unavailable(reason.into()),
+            origin: ToolOrigin::Builtin,
         }
     }
 }
@@ -179,10 +192,13 @@ pub fn parameters_schema<T: schemars::JsonSchema>() -> Value {
 /// toolset's status (for the prompt and for operators). MCP servers' tools come and go (a
 /// server connects, re-lists, drops): the catalog is rebuilt when the hub's generation moves.
 pub struct ToolRegistry {
-    builtin: Vec<Arc<dyn Tool>>,
+    /// The tools of the enabled toolsets (built-in and YAML).
+    builtin: Vec<(Arc<dyn Tool>, ToolOrigin)>,
     toolsets: Vec<Toolset>,
     mcp: Option<Arc<mcp::McpHub>>,
     catalog: RwLock<Arc<Catalog>>,
+    /// `agent.max_tool_definitions_bytes`; unset: no cap.
+    max_definitions_bytes: Option<usize>,
     /// The sandbox tool processes run in (for `/api/info`).
     sandbox: Option<crate::sandbox::Sandbox>,
 }
@@ -198,19 +214,28 @@ pub fn core_toolset() -> Toolset {
 
 impl ToolRegistry {
     pub fn new(toolsets: Vec<Toolset>) -> ToolRegistry {
-        let builtin: Vec<Arc<dyn Tool>> = toolsets
+        let builtin: Vec<(Arc<dyn Tool>, ToolOrigin)> = toolsets
             .iter()
             .filter(|t| t.status == ToolsetStatus::Enabled)
-            .flat_map(|t| t.tools.iter().cloned())
+            .flat_map(|t| t.tools.iter().map(|tool| (tool.clone(), t.origin)))
             .collect();
-        let catalog = RwLock::new(Arc::new(Catalog::new(0, builtin.clone())));
+        let catalog = RwLock::new(Arc::new(Catalog::new(0, builtin.clone(), None)));
         ToolRegistry {
             builtin,
             toolsets,
             mcp: None,
             catalog,
+            max_definitions_bytes: None,
             sandbox: None,
         }
+    }
+
+    /// Caps the bytes all tool definitions of one request take (`agent.max_tool_definitions_bytes`).
+    pub fn with_max_definitions_bytes(mut self, max: usize) -> ToolRegistry {
+        self.max_definitions_bytes = Some(max);
+        let catalog = Catalog::new(0, self.builtin.clone(), self.max_definitions_bytes);
+        self.catalog = RwLock::new(Arc::new(catalog));
+        self
     }
 
     pub fn with_sandbox(mut self, sandbox: crate::sandbox::Sandbox) -> ToolRegistry {
@@ -250,10 +275,14 @@ impl ToolRegistry {
         if cached.generation == generation {
             return cached;
         }
-        let reserved: Vec<&str> = self.builtin.iter().map(|t| t.name()).collect();
+        let reserved: Vec<&str> = self.builtin.iter().map(|(t, _)| t.name()).collect();
         let mut tools = self.builtin.clone();
-        tools.extend(hub.catalog(&reserved));
-        let fresh = Arc::new(Catalog::new(generation, tools));
+        tools.extend(
+            hub.catalog(&reserved)
+                .into_iter()
+                .map(|t| (t, ToolOrigin::Mcp)),
+        );
+        let fresh = Arc::new(Catalog::new(generation, tools, self.max_definitions_bytes));
         if let Ok(mut c) = self.catalog.write() {
             *c = fresh.clone();
         }
@@ -261,13 +290,33 @@ impl ToolRegistry {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
-        let found = self
-            .current()
-            .tools
-            .iter()
-            .find(|t| t.name() == name)
-            .cloned();
-        found.or_else(|| self.mcp.as_ref()?.qualified_tool(name))
+        let catalog = self.current();
+        let found = catalog.tools.iter().find(|t| t.name() == name).cloned();
+        if found.is_some() || catalog.hidden.contains(name) {
+            // A tool the cap left out is not there for the model, under any name.
+            return found;
+        }
+        self.mcp.as_ref()?.qualified_tool(name)
+    }
+
+    /// Each MCP server's status, with the tools the cap on all definitions left out moved
+    /// from `tools` to `withheld_tools`.
+    pub fn mcp_statuses(&self) -> Vec<mcp::McpServerStatus> {
+        let Some(hub) = &self.mcp else {
+            return Vec::new();
+        };
+        hub.statuses(&self.current().withheld)
+    }
+
+    /// The size of the definitions offered now, the cap, and what it left out.
+    pub fn definitions_report(&self) -> DefinitionsReport {
+        let catalog = self.current();
+        DefinitionsReport {
+            bytes: catalog.definitions.get().len() as u64,
+            max_bytes: self.max_definitions_bytes.map(|m| m as u64),
+            tool_count: catalog.tools.len() as u64,
+            withheld_tools: catalog.withheld.clone(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -291,6 +340,19 @@ impl ToolRegistry {
         let catalog = self.current();
         *catalog.tokens[slot].get_or_init(|| tokenizer.count(catalog.definitions.get()))
     }
+}
+
+/// The tool definitions sent with every LLM request (`/api/info`, `tool_definitions`).
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct DefinitionsReport {
+    /// Bytes of the `tools` array as sent (the request's frontend tools come on top).
+    pub bytes: u64,
+    /// `agent.max_tool_definitions_bytes`.
+    pub max_bytes: Option<u64>,
+    /// Tools offered.
+    pub tool_count: u64,
+    /// Tools left out because all definitions would exceed `max_bytes`.
+    pub withheld_tools: Vec<WithheldTool>,
 }
 
 /// The outcome of one tool call: what the tool returned, how it was described, and the text
@@ -440,6 +502,42 @@ mod tests {
         let r = execute(&reg, &call("panicky", "{}"), &ToolContext::default()).await;
         assert_eq!(r.status(), ToolStatus::Error);
         assert!(r.content.contains("crashed"));
+    }
+
+    /// Over `agent.max_tool_definitions_bytes` a YAML tool is left out (no tool of an MCP
+    /// server here to go first) and is not found when called; the built-ins stay even though
+    /// they alone exceed the cap.
+    #[tokio::test]
+    async fn the_definitions_cap_leaves_out_yaml_tools_and_keeps_builtins() {
+        let toolsets = || {
+            let hangs = Arc::new(Hangs(json!({"type": "object"})));
+            vec![
+                core_toolset(),
+                Toolset::enabled("test", "", vec![hangs]).with_origin(ToolOrigin::Yaml),
+            ]
+        };
+        assert!(ToolRegistry::new(toolsets()).get("hangs").is_some());
+        let reg = ToolRegistry::new(toolsets()).with_max_definitions_bytes(10);
+        let report = reg.definitions_report();
+        assert_eq!(report.max_bytes, Some(10));
+        assert_eq!(report.tool_count, 1);
+        assert_eq!(report.bytes as usize, reg.definitions().get().len());
+        assert_eq!(report.withheld_tools.len(), 1);
+        let w = &report.withheld_tools[0];
+        assert_eq!((w.toolset.as_str(), w.name.as_str()), ("test", "hangs"));
+        assert_eq!(w.origin, ToolOrigin::Yaml);
+        assert!(
+            w.reason.contains("agent.max_tool_definitions_bytes (10)"),
+            "{}",
+            w.reason
+        );
+        assert!(reg.get("TodoWrite").is_some());
+        let r = execute(&reg, &call("hangs", "{}"), &ToolContext::default()).await;
+        assert!(
+            r.content.contains("Failed to find tool hangs"),
+            "{}",
+            r.content
+        );
     }
 
     #[test]

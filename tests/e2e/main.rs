@@ -39,6 +39,7 @@ mod images;
 mod litellm_proxy;
 mod llm_failures;
 mod mcp;
+mod mcp_limits;
 mod model_providers;
 mod network_wall;
 mod openapi;

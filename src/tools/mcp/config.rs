@@ -9,6 +9,15 @@ use serde::{Deserialize, Serialize};
 
 /// Per-call timeout when `timeout_secs` is not set (HolmesGPT has none).
 pub const DEFAULT_CALL_TIMEOUT_SECS: u64 = 120;
+/// A tool description longer than this is trimmed (`max_description_bytes`): about a thousand
+/// tokens, several times what the descriptions of common servers take, and the part a
+/// description opens with (what the tool does) is kept.
+pub const DEFAULT_MAX_DESCRIPTION_BYTES: usize = 4 * 1024;
+/// A tool whose schema is longer than this is not offered (`max_schema_bytes`): four times
+/// the description's cap, since exceeding it costs the whole tool.
+pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 16 * 1024;
+/// The smallest cap either key accepts: room for a sentence and the trimming note.
+pub const MIN_CAP_BYTES: usize = 256;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +44,12 @@ pub struct McpServerSettings {
     /// Longest one call may take.
     #[serde(default = "default_timeout")]
     pub timeout_secs: u64,
+    /// A tool's description beyond this many bytes is trimmed, with a note saying so.
+    #[serde(default = "default_max_description_bytes")]
+    pub max_description_bytes: usize,
+    /// A tool whose `inputSchema` takes more bytes (as compact JSON) is not offered.
+    #[serde(default = "default_max_schema_bytes")]
+    pub max_schema_bytes: usize,
 }
 
 fn enabled_by_default() -> bool {
@@ -43,6 +58,14 @@ fn enabled_by_default() -> bool {
 
 fn default_timeout() -> u64 {
     DEFAULT_CALL_TIMEOUT_SECS
+}
+
+fn default_max_description_bytes() -> usize {
+    DEFAULT_MAX_DESCRIPTION_BYTES
+}
+
+fn default_max_schema_bytes() -> usize {
+    DEFAULT_MAX_SCHEMA_BYTES
 }
 
 /// How to reach the server (HolmesGPT's `config` block).
@@ -158,6 +181,14 @@ impl McpServerSettings {
         }
         if self.timeout_secs == 0 {
             return Err(format!("{}: must be at least 1", key("timeout_secs")));
+        }
+        for (k, v) in [
+            ("max_description_bytes", self.max_description_bytes),
+            ("max_schema_bytes", self.max_schema_bytes),
+        ] {
+            if v < MIN_CAP_BYTES {
+                return Err(format!("{}: must be at least {MIN_CAP_BYTES}", key(k)));
+            }
         }
         let c = &self.config;
         match self.mode() {
@@ -361,6 +392,14 @@ mod tests {
         assert!(s.check("t").expect_err("no url").contains("config.url"));
         let s = parse(json!({"config": {"command": "x"}, "timeout_secs": 0})).expect("parses");
         assert!(s.check("t").expect_err("zero").contains("timeout_secs"));
+        for k in ["max_description_bytes", "max_schema_bytes"] {
+            let s = parse(json!({"config": {"command": "x"}, k: 10})).expect("parses");
+            let e = s.check("t").expect_err("too small");
+            assert!(e.contains(&format!("mcp_servers.t.{k}")), "{e}");
+        }
+        let e = parse(json!({"config": {"command": "x"}, "max_descripton_bytes": 9000}))
+            .expect_err("a misspelt cap");
+        assert!(e.contains("max_descripton_bytes"), "{e}");
         let s = parse(json!({"config": {"command": "x"}})).expect("parses");
         assert_eq!(s.mode(), McpMode::Stdio);
         assert!(s.check("bad name").is_err());

@@ -13,6 +13,7 @@
 //! so a run sees the tools as they were when it compiled its request.
 
 pub mod config;
+mod limits;
 mod session;
 mod sse;
 mod stdio;
@@ -29,7 +30,7 @@ use serde::Serialize;
 pub use config::McpServerSettings;
 use tool::McpTool;
 
-use super::Tool;
+use super::{Tool, ToolOrigin, WithheldTool};
 use crate::sandbox::Sandbox;
 
 /// Separates the server from the tool in a qualified name.
@@ -51,7 +52,8 @@ struct ServerState {
     peer: Option<rmcp::Peer<rmcp::RoleClient>>,
     /// Accepted tools of the last listing (kept while reconnecting: calls then say so).
     tools: Vec<Arc<tool::Listed>>,
-    rejected: Vec<RejectedTool>,
+    rejected: Vec<ToolNote>,
+    trimmed: Vec<ToolNote>,
     listed: Option<usize>,
     last_error: Option<String>,
     connections: u64,
@@ -73,9 +75,9 @@ pub enum Phase {
     Failed,
 }
 
-/// A tool the server listed that triage does not offer, and why.
+/// A tool the server listed that triage does not offer, or offers changed, and why.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct RejectedTool {
+pub struct ToolNote {
     pub name: String,
     pub reason: String,
 }
@@ -87,12 +89,19 @@ pub struct McpServerStatus {
     /// `stdio`, `sse` or `streamable-http`.
     pub mode: String,
     pub status: Phase,
-    /// Tools offered to the model (after the allow and deny lists and the schema check).
+    /// Tools offered to the model (after the allow and deny lists, the schema checks and the
+    /// cap on all tool definitions).
     pub tool_count: u64,
     pub tools: Vec<String>,
     /// Tools the server listed in all; 0 is reported as a warning.
     pub listed_tool_count: Option<u64>,
-    pub rejected_tools: Vec<RejectedTool>,
+    /// Never offered: a bad or oversized schema, a name the model's API refuses.
+    pub rejected_tools: Vec<ToolNote>,
+    /// Offered with their description trimmed to `max_description_bytes`.
+    pub trimmed_tools: Vec<ToolNote>,
+    /// Accepted, but left out of the requests for now: all tool definitions together would
+    /// exceed `agent.max_tool_definitions_bytes`.
+    pub withheld_tools: Vec<ToolNote>,
     pub last_error: Option<String>,
     /// Sessions opened so far (more than one: it reconnected or was restarted).
     pub connections: u64,
@@ -109,9 +118,26 @@ impl Server {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    fn status(&self) -> McpServerStatus {
+    /// The status, with the tools of `withheld` (the registry's, by offered name) moved out
+    /// of the offered ones.
+    fn status(&self, withheld: &[WithheldTool]) -> McpServerStatus {
         let s = self.lock();
-        let mut tools: Vec<String> = s.tools.iter().map(|t| t.name.clone()).collect();
+        let mut tools = Vec::new();
+        let mut withheld_tools = Vec::new();
+        for t in &s.tools {
+            let left_out = withheld.iter().find(|w| {
+                w.origin == ToolOrigin::Mcp
+                    && w.toolset == self.name
+                    && (w.name == t.exposed || w.name == qualified(&self.name, &t.exposed))
+            });
+            match left_out {
+                Some(w) => withheld_tools.push(ToolNote {
+                    name: t.name.clone(),
+                    reason: w.reason.clone(),
+                }),
+                None => tools.push(t.name.clone()),
+            }
+        }
         tools.sort();
         let empty = (s.listed == Some(0)).then(|| "the server lists no tools".to_owned());
         McpServerStatus {
@@ -122,6 +148,8 @@ impl Server {
             tools,
             listed_tool_count: s.listed.map(|n| n as u64),
             rejected_tools: s.rejected.clone(),
+            trimmed_tools: s.trimmed.clone(),
+            withheld_tools,
             last_error: s.last_error.clone().or(empty),
             connections: s.connections,
             pid: s.pid,
@@ -202,8 +230,10 @@ impl McpHub {
         self.generation.load(Ordering::Acquire)
     }
 
-    pub fn statuses(&self) -> Vec<McpServerStatus> {
-        self.servers.iter().map(|s| s.status()).collect()
+    /// Each server's status; the tools of `withheld` (what the registry's cap on all
+    /// definitions left out) are reported as such, not as offered.
+    pub fn statuses(&self, withheld: &[WithheldTool]) -> Vec<McpServerStatus> {
+        self.servers.iter().map(|s| s.status(withheld)).collect()
     }
 
     /// The tools to offer now, named so that none collides with another or with `reserved`
@@ -294,7 +324,7 @@ mod tests {
                     .expect("a tool")
             })
             .collect();
-        let (accepted, _) = tool::accept(name, &settings, listed);
+        let accepted = tool::accept(name, &settings, listed).accepted;
         let server = Arc::new(Server {
             name: name.into(),
             settings,

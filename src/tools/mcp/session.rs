@@ -269,17 +269,21 @@ async fn list(server: &Server, peer: &rmcp::Peer<RoleClient>) -> Result<(), Stri
         })?
         .map_err(|e| format!("tools/list: {e}"))?;
     let listed = tools.len();
-    let (accepted, rejected) = tool::accept(&server.name, &server.settings, tools);
-    for r in &rejected {
+    let listing = tool::accept(&server.name, &server.settings, tools);
+    for r in &listing.rejected {
         tracing::warn!(mcp_server = %server.name, tool = %r.name, reason = %r.reason, "MCP tool rejected");
+    }
+    for t in &listing.trimmed {
+        tracing::warn!(mcp_server = %server.name, tool = %t.name, reason = %t.reason, "MCP tool description trimmed");
     }
     if listed == 0 {
         tracing::warn!(mcp_server = %server.name, "the MCP server lists no tools");
     }
     {
         let mut st = server.lock();
-        st.tools = accepted;
-        st.rejected = rejected;
+        st.tools = listing.accepted;
+        st.rejected = listing.rejected;
+        st.trimmed = listing.trimmed;
         st.listed = Some(listed);
     }
     server.changed();

@@ -12,7 +12,8 @@ use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::Value;
 
-use super::{RejectedTool, Server};
+use super::limits::{json_len, trim_description};
+use super::{Server, ToolNote};
 use crate::tools::capped::Capped;
 use crate::tools::{Tool, ToolContext, ToolOutput, ToolStatus};
 
@@ -34,14 +35,25 @@ pub struct Listed {
     validator: jsonschema::Validator,
 }
 
+/// What one listing gives: the tools offered, and the others reported with their reasons.
+#[derive(Default)]
+pub struct Listing {
+    pub accepted: Vec<Arc<Listed>>,
+    /// Not offered (bad or oversized schema, unusable name).
+    pub rejected: Vec<ToolNote>,
+    /// Offered with their description trimmed to the cap.
+    pub trimmed: Vec<ToolNote>,
+}
+
 /// Keeps the tools the settings allow whose schema and name are usable; reports the others.
+/// A description over `max_description_bytes` is trimmed (prose cut short still describes
+/// the tool); a schema over `max_schema_bytes` costs the tool (a cut schema is not a schema).
 pub fn accept(
     server: &str,
     settings: &super::McpServerSettings,
     tools: Vec<rmcp::model::Tool>,
-) -> (Vec<Arc<Listed>>, Vec<RejectedTool>) {
-    let mut accepted = Vec::new();
-    let mut rejected = Vec::new();
+) -> Listing {
+    let mut out = Listing::default();
     for t in tools {
         let name = t.name.to_string();
         if settings.denied_tools.contains(&name)
@@ -52,13 +64,25 @@ pub fn accept(
         {
             continue;
         }
-        let reject = |reason: String| RejectedTool {
+        let note = |reason: String| ToolNote {
             name: name.clone(),
             reason,
         };
+        // Measured before anything else is done with it: a schema of megabytes is neither
+        // copied nor compiled.
+        let schema_bytes = json_len(&*t.input_schema);
+        if schema_bytes > settings.max_schema_bytes {
+            out.rejected.push(note(format!(
+                "its inputSchema takes {schema_bytes} bytes as JSON, more than \
+                 mcp_servers.{server}.max_schema_bytes ({}); a cut schema would not be valid, \
+                 so the tool is not offered",
+                settings.max_schema_bytes
+            )));
+            continue;
+        }
         let schema = Value::Object((*t.input_schema).clone());
         if schema.get("type").and_then(Value::as_str) != Some("object") {
-            rejected.push(reject(
+            out.rejected.push(note(
                 "its inputSchema is not a JSON Schema of type \"object\"".into(),
             ));
             continue;
@@ -66,7 +90,7 @@ pub fn accept(
         let validator = match argument_validator(&schema) {
             Ok(v) => v,
             Err(e) => {
-                rejected.push(reject(format!(
+                out.rejected.push(note(format!(
                     "its inputSchema is not a valid JSON Schema: {e}"
                 )));
                 continue;
@@ -85,27 +109,39 @@ pub fn accept(
         if exposed.is_empty()
             || exposed.len() + server.len() + super::QUALIFIER.len() > MAX_NAME_LEN
         {
-            rejected.push(reject(format!(
+            out.rejected.push(note(format!(
                 "the name is empty or too long for the model's API ({MAX_NAME_LEN} characters \
                  with the server's prefix)"
             )));
             continue;
         }
-        if accepted.iter().any(|a: &Arc<Listed>| a.exposed == exposed) {
-            rejected.push(reject(format!(
+        if out.accepted.iter().any(|a| a.exposed == exposed) {
+            out.rejected.push(note(format!(
                 "another tool of this server is also offered as '{exposed}'"
             )));
             continue;
         }
-        accepted.push(Arc::new(Listed {
+        let mut description = t.description.map(|d| d.to_string()).unwrap_or_default();
+        let max = settings.max_description_bytes;
+        if let Some(trimmed) = trim_description(&description, max) {
+            out.trimmed.push(note(format!(
+                "its description takes {} bytes, more than \
+                 mcp_servers.{server}.max_description_bytes ({max}): offered with the first {} \
+                 bytes and a note that it was trimmed",
+                description.len(),
+                trimmed.kept
+            )));
+            description = trimmed.text;
+        }
+        out.accepted.push(Arc::new(Listed {
             name,
             exposed,
-            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+            description,
             schema,
             validator,
         }));
     }
-    (accepted, rejected)
+    out
 }
 
 pub struct McpTool {
@@ -373,7 +409,11 @@ mod tests {
             listed("gone", json!({"type": "object"})),
             listed(&"n".repeat(80), json!({"type": "object"})),
         ];
-        let (ok, rejected) = accept("srv", &settings, tools);
+        let Listing {
+            accepted: ok,
+            rejected,
+            ..
+        } = accept("srv", &settings, tools);
         assert_eq!(
             ok.iter().map(|t| t.exposed.as_str()).collect::<Vec<_>>(),
             ["ok_tool"]
@@ -383,6 +423,47 @@ mod tests {
         assert_eq!(names.len(), 3, "{rejected:?}");
         assert!(names.contains(&"array") && names.contains(&"broken"));
         assert!(!ok[0].validator.is_valid(&json!({"a": "1; rm -rf /"})));
+    }
+
+    /// A 1 MiB description is trimmed and the tool kept; a schema over the cap costs the tool
+    /// before it is copied or compiled; both say why, naming the key.
+    #[test]
+    fn oversized_descriptions_are_trimmed_and_oversized_schemas_refused() {
+        let settings: super::super::McpServerSettings = serde_json::from_value(json!({
+            "config": {"command": "x"}, "max_description_bytes": 1000, "max_schema_bytes": 300
+        }))
+        .expect("settings");
+        let wordy: rmcp::model::Tool = serde_json::from_value(json!({
+            "name": "wordy", "description": "é".repeat(1 << 19), "inputSchema": {"type": "object"}
+        }))
+        .expect("a tool");
+        let many = (0..40).map(|i| (format!("p{i}"), json!({"type": "string"})));
+        let fat = listed(
+            "fat",
+            json!({"type": "object", "properties": Value::Object(many.collect())}),
+        );
+        let out = accept("srv", &settings, vec![wordy, fat]);
+        assert_eq!(out.accepted.len(), 1);
+        assert!(out.accepted[0].description.len() <= 1000);
+        assert!(
+            out.accepted[0]
+                .description
+                .contains("description trimmed by triage")
+        );
+        assert_eq!(out.trimmed.len(), 1);
+        assert_eq!(out.trimmed[0].name, "wordy");
+        let why = &out.trimmed[0].reason;
+        assert!(
+            why.contains("1048576 bytes") && why.contains("mcp_servers.srv.max_description_bytes"),
+            "{why}"
+        );
+        assert_eq!(out.rejected.len(), 1);
+        assert_eq!(out.rejected[0].name, "fat");
+        let why = &out.rejected[0].reason;
+        assert!(
+            why.contains("mcp_servers.srv.max_schema_bytes (300)") && why.contains("not offered"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -396,7 +477,7 @@ mod tests {
             // Compiles to far more than the size bound.
             listed("huge", with_pattern("(\\w{100}){100}{100}")),
         ];
-        let (ok, _) = accept("srv", &settings, tools);
+        let ok = accept("srv", &settings, tools).accepted;
         let hostile = json!({"a": format!("{}!", "ab".repeat(5000))});
         // The checks end, and what they cannot decide is not valid: nothing is sent.
         for tool in &ok {
@@ -418,7 +499,7 @@ mod tests {
         .expect("settings");
         let schema =
             json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
-        let (mut ok, _) = accept("srv", &settings, vec![listed("count", schema)]);
+        let mut ok = accept("srv", &settings, vec![listed("count", schema)]).accepted;
         let server = Arc::new(Server {
             name: "srv".into(),
             settings,

@@ -18,7 +18,7 @@ pub use config::{ParameterDef, Prerequisite, ToolsetKind, YamlToolDef, YamlTools
 pub use template::expand_env;
 use tool::{CommandTool, Param, ParamKind, Runner};
 
-use super::{Tool, Toolset};
+use super::{Tool, ToolOrigin, Toolset};
 use crate::sandbox::{Approval, Sandbox};
 
 /// HolmesGPT runs its commands without a limit; triage stops them after this by default.
@@ -186,7 +186,7 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
         (None, "") => String::new(),
         (None, d) => format!("# {name}\n{d}\n"),
     };
-    Ok(Toolset::enabled(name, &instructions, tools))
+    Ok(Toolset::enabled(name, &instructions, tools).with_origin(ToolOrigin::Yaml))
 }
 
 /// The declared parameters, or, when none are declared, one required string per placeholder.
