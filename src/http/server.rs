@@ -180,8 +180,8 @@ pub async fn serve(
 }
 
 /// Whether the connection comes from a tool process (its client socket is the tools' uid's),
-/// counted and logged when it does. A socket the kernel cannot look up is refused too: the
-/// wall fails closed.
+/// counted and logged when it does. A connection from this host whose client socket has no
+/// owner any more, or that the kernel cannot look up, is refused too: the wall fails closed.
 fn from_a_tool(check: &crate::sandbox::PeerCheck, stream: &TcpStream, peer: SocketAddr) -> bool {
     let verdict = stream
         .local_addr()
@@ -189,6 +189,7 @@ fn from_a_tool(check: &crate::sandbox::PeerCheck, stream: &TcpStream, peer: Sock
     let refused = match verdict {
         Ok(crate::sandbox::Peer::Other) => return false,
         Ok(crate::sandbox::Peer::Tool) => "tool",
+        Ok(crate::sandbox::Peer::Unattributed) => "unattributed",
         Err(e) => {
             tracing::warn!(%peer, error = %e, "cannot tell who opened a connection: refused");
             "unknown"

@@ -25,6 +25,10 @@ use netlink_sys::{Socket, SocketAddr as NetlinkAddr, protocols::NETLINK_SOCK_DIA
 pub enum Peer {
     /// A socket of the tools' uid on this host: refuse.
     Tool,
+    /// A connection from this host whose client socket has no owner any more (closed or reset
+    /// before triage accepted it: a time-wait socket reports uid 0) or cannot be found: a
+    /// tool can send its request and close at once, so refuse.
+    Unattributed,
     /// Another uid's socket on this host, or a remote client.
     Other,
 }
@@ -57,7 +61,7 @@ impl PeerCheck {
         let owner = self.owner(client_addr, client.peer_addr()?)?;
         // SAFETY: geteuid only reads the calling process's credentials.
         let me = unsafe { libc::geteuid() };
-        match owner {
+        match owner.map(|o| o.uid) {
             Some(uid) if uid == me => Ok(()),
             Some(uid) => Err(io::Error::other(format!(
                 "it named uid {uid} for a socket of uid {me}"
@@ -68,15 +72,20 @@ impl PeerCheck {
 
     /// Who owns the client end of the connection `client` → `server` (as accepted).
     pub fn classify(&self, client: SocketAddr, server: SocketAddr) -> io::Result<Peer> {
+        // Loopback, or the address the connection came in on: the client is on this host.
+        let local =
+            unmapped(client).ip().is_loopback() || unmapped(client).ip() == unmapped(server).ip();
         Ok(match self.owner(client, server)? {
-            Some(uid) if uid == self.tools_uid => Peer::Tool,
+            Some(Owner { uid, .. }) if uid == self.tools_uid => Peer::Tool,
+            Some(Owner { inode: 0, .. }) if local => Peer::Unattributed,
+            None if local => Peer::Unattributed,
             _ => Peer::Other,
         })
     }
 
-    /// The uid of the socket bound to `client` and connected to `server`; `None` when this
+    /// The owner of the socket bound to `client` and connected to `server`; `None` when this
     /// host has no such socket.
-    fn owner(&self, client: SocketAddr, server: SocketAddr) -> io::Result<Option<u32>> {
+    fn owner(&self, client: SocketAddr, server: SocketAddr) -> io::Result<Option<Owner>> {
         let (client, server) = (unmapped(client), unmapped(server));
         let found = self.ask(client, server)?;
         if found.is_some() || !(client.is_ipv4() && server.is_ipv4()) {
@@ -86,7 +95,7 @@ impl PeerCheck {
         self.ask(mapped(client), mapped(server))
     }
 
-    fn ask(&self, client: SocketAddr, server: SocketAddr) -> io::Result<Option<u32>> {
+    fn ask(&self, client: SocketAddr, server: SocketAddr) -> io::Result<Option<Owner>> {
         let mut guard = self
             .socket
             .lock()
@@ -109,7 +118,14 @@ impl PeerCheck {
     }
 }
 
-fn query(socket: &Socket, client: SocketAddr, server: SocketAddr) -> io::Result<Option<u32>> {
+/// A socket's uid and inode (0: no file any more, such as a time-wait socket).
+#[derive(Debug, Clone, Copy)]
+struct Owner {
+    uid: u32,
+    inode: u32,
+}
+
+fn query(socket: &Socket, client: SocketAddr, server: SocketAddr) -> io::Result<Option<Owner>> {
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST;
     let mut id = if client.is_ipv4() {
@@ -143,9 +159,10 @@ fn query(socket: &Socket, client: SocketAddr, server: SocketAddr) -> io::Result<
     let message = <NetlinkMessage<SockDiagMessage>>::deserialize(&reply)
         .map_err(|e| io::Error::other(format!("sock_diag answer: {e}")))?;
     match message.payload {
-        NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(response)) => {
-            Ok(Some(response.header.uid))
-        }
+        NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(response)) => Ok(Some(Owner {
+            uid: response.header.uid,
+            inode: response.header.inode,
+        })),
         NetlinkPayload::Error(e) => match e.code {
             Some(code) if code.get() == -libc::ENOENT => Ok(None),
             _ => Err(io::Error::other(format!("sock_diag: {e}"))),
@@ -223,10 +240,29 @@ mod tests {
     }
 
     #[test]
-    fn a_socket_this_host_does_not_have_is_another_peer() {
+    fn a_socket_this_host_does_not_have_is_another_peer_unless_it_came_from_here() {
         let check = PeerCheck::new(me()).expect("sock_diag works here");
         let remote: SocketAddr = "192.0.2.7:40000".parse().unwrap();
         let here: SocketAddr = "192.0.2.8:5050".parse().unwrap();
         assert_eq!(check.classify(remote, here).unwrap(), Peer::Other);
+        // A tool that sent its request and reset the connection before triage accepted it.
+        let gone: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        let listener: SocketAddr = "127.0.0.1:5050".parse().unwrap();
+        assert_eq!(check.classify(gone, listener).unwrap(), Peer::Unattributed);
+        let same_host: SocketAddr = "192.0.2.8:40000".parse().unwrap();
+        assert_eq!(check.classify(same_host, here).unwrap(), Peer::Unattributed);
+    }
+
+    #[test]
+    fn a_closed_client_socket_is_unattributed() {
+        let check = PeerCheck::new(me().wrapping_add(1)).expect("sock_diag works here");
+        let listener = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (conn, from) = listener.accept().unwrap();
+        // The client closes first: its end becomes a time-wait socket with no file.
+        drop(client);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let verdict = check.classify(from, conn.local_addr().unwrap()).unwrap();
+        assert_eq!(verdict, Peer::Unattributed);
     }
 }
