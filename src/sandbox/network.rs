@@ -117,6 +117,12 @@ impl Sandbox {
         let _ = self.inner.spawner.run(|| ()).await;
     }
 
+    /// triage's listening ports (none for the CLI's own runs): triage's own HTTP clients, which
+    /// run outside the wall, refuse URLs the model could point at them.
+    pub fn walled_ports(&self) -> &[u16] {
+        &self.inner.walled_ports
+    }
+
     /// The second wall, for the accept loop: `None` when it is not up.
     pub fn peer_check(&self) -> Option<Arc<PeerCheck>> {
         self.inner.peer_check.as_ref().ok().cloned().flatten()

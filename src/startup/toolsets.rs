@@ -88,7 +88,7 @@ pub(super) async fn load_tools(
         tools::bash::toolset(&bash_settings(settings), sandbox),
         kubernetes,
         prometheus,
-        tools::internet::toolset(&cfg.internet, &http),
+        tools::internet::toolset(&cfg.internet, &http, sandbox.walled_ports()),
     ];
     toolsets.extend(tools::skills::toolset(&settings.skills));
     let lookup = |var: &str| std::env::var(var).ok();

@@ -267,3 +267,48 @@ async fn without_walls_the_fixture_is_answered() {
         );
     }
 }
+
+/// triage's own HTTP clients run outside the wall: a model that steers `fetch_webpage` (with
+/// private addresses allowed) or a YAML `http` tool whose host and port it fills in at
+/// triage's own port is refused, before any request.
+#[tokio::test]
+async fn triage_s_own_http_clients_refuse_its_own_port() {
+    let port = free_port();
+    let app = spawn_app_adjusted(
+        &HolmesFiles::default(),
+        &[&format!(
+            "[server]\nport = {port}\n[toolsets.internet]\nallow_private_addresses = true\n\
+             [yaml_toolsets.api]\ntype = \"http\"\n[[yaml_toolsets.api.tools]]\nname = \"api_get\"\n\
+             description = \"GET a service\"\nurl = \"http://{{{{ host }}}}:{{{{ port }}}}/api/info\"\n"
+        )],
+        |_| {},
+    )
+    .await;
+    app.llm.push(Step::tools(vec![
+        (
+            "fetch",
+            "fetch_webpage",
+            json!({"url": format!("http://127.0.0.1:{port}/api/conversations")}),
+        ),
+        (
+            "yaml",
+            "api_get",
+            json!({"host": "localhost", "port": port.to_string()}),
+        ),
+    ]));
+    app.llm.push(Step::text("done"));
+    let (status, body) = app.chat_json(&json!({"ask": "look around"})).await;
+    assert_eq!(status, 200, "{body}");
+    for id in ["fetch", "yaml"] {
+        let call = body["tool_calls"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["tool_call_id"] == id))
+            .unwrap_or_else(|| panic!("no {id} in {body}"));
+        assert_eq!(call["result"]["status"], "error", "{call}");
+        assert!(
+            call.to_string()
+                .contains("the port triage itself listens on"),
+            "{call}"
+        );
+    }
+}

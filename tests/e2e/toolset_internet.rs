@@ -143,7 +143,7 @@ async fn start_site() -> Site {
 }
 
 fn fetcher(cfg: &InternetConfig) -> Toolset {
-    let ts = toolset(cfg, &http_client());
+    let ts = toolset(cfg, &http_client(), &[]);
     assert_eq!(ts.status, ToolsetStatus::Enabled);
     assert_eq!(ts.tools.len(), 1);
     ts
@@ -417,6 +417,7 @@ async fn only_http_urls() {
             ..InternetConfig::default()
         },
         &http_client(),
+        &[],
     );
     assert_eq!(off.status, ToolsetStatus::Disabled);
 }

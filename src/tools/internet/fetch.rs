@@ -31,7 +31,7 @@ pub(super) struct Fetcher {
 }
 
 impl Fetcher {
-    pub(super) fn new(cfg: &InternetConfig) -> Result<Fetcher, String> {
+    pub(super) fn new(cfg: &InternetConfig, own_ports: &[u16]) -> Result<Fetcher, String> {
         let timeout = Duration::from_secs(cfg.timeout_secs.max(1));
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -46,7 +46,7 @@ impl Fetcher {
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(Fetcher {
             client,
-            rules: Rules::new(cfg),
+            rules: Rules::new(cfg, own_ports),
             max_bytes: cfg.max_bytes.max(1),
             max_output_chars: cfg.max_output_chars.max(1),
             timeout,

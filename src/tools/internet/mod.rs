@@ -69,13 +69,13 @@ impl Default for InternetConfig {
 
 /// Builds the toolset. It uses its own HTTP client rather than the shared `http` one: redirects
 /// must not be followed automatically (each hop is checked), and names must be resolved by the
-/// address-checking resolver.
-pub fn toolset(cfg: &InternetConfig, http: &reqwest::Client) -> Toolset {
+/// address-checking resolver. `own_ports` are triage's listening ports, never fetched.
+pub fn toolset(cfg: &InternetConfig, http: &reqwest::Client, own_ports: &[u16]) -> Toolset {
     let _ = http;
     if !cfg.enabled {
         return Toolset::disabled(NAME);
     }
-    match Fetcher::new(cfg) {
+    match Fetcher::new(cfg, own_ports) {
         Ok(fetcher) => {
             let mut instructions = INSTRUCTIONS.to_owned();
             if !cfg.allowed_hosts.is_empty() {

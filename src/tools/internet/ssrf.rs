@@ -12,6 +12,9 @@ use super::InternetConfig;
 pub(super) struct Rules {
     allowed_hosts: Vec<HostRule>,
     allow_private: bool,
+    /// triage's listening ports: the fetcher runs in triage, outside the tools' network wall,
+    /// so a URL on one of them could reach triage's own API.
+    own_ports: Vec<u16>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +52,7 @@ impl HostRule {
 }
 
 impl Rules {
-    pub(super) fn new(cfg: &InternetConfig) -> Rules {
+    pub(super) fn new(cfg: &InternetConfig, own_ports: &[u16]) -> Rules {
         Rules {
             allowed_hosts: cfg
                 .allowed_hosts
@@ -57,6 +60,7 @@ impl Rules {
                 .filter_map(|e| HostRule::parse(e))
                 .collect(),
             allow_private: cfg.allow_private_addresses,
+            own_ports: own_ports.to_vec(),
         }
     }
 
@@ -79,9 +83,20 @@ impl Rules {
             Host::Ipv4(a) => a.to_string(),
             Host::Ipv6(a) => a.to_string(),
         };
-        if !self.allowed_hosts.is_empty()
-            && !self.allowed_hosts.iter().any(|r| r.matches(&host_name))
+        let listed = self.allowed_hosts.iter().any(|r| r.matches(&host_name));
+        // Whatever the address (a proxy, a name, the host's own public address): only a host
+        // the operator listed may be fetched on triage's own port.
+        if let Some(port) = url.port_or_known_default()
+            && self.own_ports.contains(&port)
+            && !listed
         {
+            return Err(format!(
+                "refused to fetch {url}: port {port} is the port triage itself listens on, and a \
+                 page there could be triage's own API; list the host in \
+                 toolsets.internet.allowed_hosts to fetch it"
+            ));
+        }
+        if !self.allowed_hosts.is_empty() && !listed {
             return Err(format!(
                 "refused to fetch {url}: host `{host_name}` is not in \
                  toolsets.internet.allowed_hosts"
@@ -370,7 +385,7 @@ mod tests {
 
     #[tokio::test]
     async fn urls_are_checked() {
-        let rules = Rules::new(&InternetConfig::default());
+        let rules = Rules::new(&InternetConfig::default(), &[]);
         let check = |u: &str| {
             let rules = rules.clone();
             let url = Url::parse(u).unwrap();
@@ -393,10 +408,13 @@ mod tests {
         // Decimal IPv4 is normalised by the URL parser.
         let err = check("http://2130706433/").await.unwrap_err();
         assert!(err.contains("127.0.0.1 is a loopback"), "{err}");
-        let only = Rules::new(&InternetConfig {
-            allowed_hosts: vec![".example.com".into()],
-            ..Default::default()
-        });
+        let only = Rules::new(
+            &InternetConfig {
+                allowed_hosts: vec![".example.com".into()],
+                ..Default::default()
+            },
+            &[],
+        );
         let err = only
             .check(&Url::parse("https://evil.net/x").unwrap())
             .await
@@ -404,6 +422,47 @@ mod tests {
         assert!(
             err.contains("`evil.net` is not in toolsets.internet.allowed_hosts"),
             "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn triage_s_own_port_is_never_fetched_unless_its_host_is_listed() {
+        let open = Rules::new(
+            &InternetConfig {
+                allow_private_addresses: true,
+                ..Default::default()
+            },
+            &[5050],
+        );
+        for url in [
+            "http://127.0.0.1:5050/api/conversations",
+            "http://[::1]:5050/api/info",
+            "http://triage.example.com:5050/",
+        ] {
+            let err = open.check(&Url::parse(url).unwrap()).await.unwrap_err();
+            assert!(
+                err.contains("port 5050 is the port triage itself listens on"),
+                "{err}"
+            );
+        }
+        assert!(
+            open.check(&Url::parse("http://127.0.0.1:8080/").unwrap())
+                .await
+                .is_ok()
+        );
+        let listed = Rules::new(
+            &InternetConfig {
+                allowed_hosts: vec!["docs.example.com".into()],
+                allow_private_addresses: true,
+                ..Default::default()
+            },
+            &[443],
+        );
+        assert!(
+            listed
+                .check(&Url::parse("https://docs.example.com/").unwrap())
+                .await
+                .is_ok()
         );
     }
 }

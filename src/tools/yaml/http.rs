@@ -28,6 +28,8 @@ pub struct HttpSpec<'a> {
     pub requires_approval: bool,
     pub timeout: Duration,
     pub max_output: usize,
+    /// triage's listening ports: a URL whose host or port the model fills in may not end there.
+    pub own_ports: &'a [u16],
 }
 
 pub struct HttpTool {
@@ -40,6 +42,9 @@ pub struct HttpTool {
     /// What the rendered URL's host and port must match: the template's, with each
     /// placeholder one DNS label (a value cannot add `.evil.com` after a fixed host).
     authority: regex::Regex,
+    /// triage's listening ports, when a placeholder sits in the URL's host or port (this tool
+    /// runs in triage, outside the tools' network wall).
+    refused_ports: Vec<u16>,
     method: reqwest::Method,
     headers: HeaderMap,
     requires_approval: bool,
@@ -71,6 +76,11 @@ impl HttpTool {
             return Err(format!("`url` {url} must start with http:// or https://"));
         }
         let authority = authority_pattern(&url)?;
+        let refused_ports = if authority_has_placeholder(&url) {
+            spec.own_ports.to_vec()
+        } else {
+            Vec::new()
+        };
         let mut headers = HeaderMap::new();
         for (key, value) in spec.headers {
             let name = HeaderName::from_bytes(key.as_bytes())
@@ -94,6 +104,7 @@ impl HttpTool {
             params: spec.params,
             url,
             authority,
+            refused_ports,
             method,
             headers,
             requires_approval: spec.requires_approval,
@@ -119,6 +130,14 @@ impl HttpTool {
         if !self.authority.is_match(&authority) {
             return Err(format!(
                 "{rendered}: the values change the host the tool's URL names"
+            ));
+        }
+        if let Some(port) = url.port_or_known_default()
+            && self.refused_ports.contains(&port)
+        {
+            return Err(format!(
+                "{rendered}: port {port} is the port triage itself listens on; the values may \
+                 not point this tool at triage's own API"
             ));
         }
         Ok(url)
@@ -218,6 +237,13 @@ impl Tool for HttpTool {
 
 /// The template's host (and port) as an anchored pattern: literal text as written (lowercase,
 /// as URL parsing normalises hosts), each `{{ … }}` one DNS label.
+/// Whether the model's values fill in part of the URL's host or port.
+fn authority_has_placeholder(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    rest[..end].contains("{{")
+}
+
 fn authority_pattern(url: &str) -> Result<regex::Regex, String> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());

@@ -167,6 +167,7 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
                         requires_approval,
                         timeout,
                         max_output,
+                        own_ports: shared.sandbox.walled_ports(),
                     },
                     lookup,
                 )
