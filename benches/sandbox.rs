@@ -59,8 +59,18 @@ fn calls(c: &mut Criterion) {
     let port = walled_port.local_addr().expect("addr").port();
     let walled = Sandbox::new(&SandboxSettings::default(), &[], &[port]).expect("sandbox");
     rt.block_on(walled.wall_ready());
+    let listed = SandboxSettings {
+        tcp_ports: Some(vec![443, 6443]),
+        ..SandboxSettings::default()
+    };
+    let narrow = Sandbox::new(&listed, &[], &[port]).expect("sandbox");
+    rt.block_on(narrow.wall_ready());
     let mut group = c.benchmark_group("sandbox_spawn");
-    for (name, sandbox) in [("no_walled_port", &sandbox), ("walled_port", &walled)] {
+    for (name, sandbox) in [
+        ("no_walled_port", &sandbox),
+        ("walled_port", &walled),
+        ("walled_port_tcp_ports_listed", &narrow),
+    ] {
         group.bench_function(name, |b| {
             b.iter(|| {
                 rt.block_on(async {

@@ -50,6 +50,10 @@ pub struct SandboxSettings {
     pub max_cpu_secs: u64,
     /// Refuse to start when the kernel has no Landlock (instead of a loud warning).
     pub require_landlock: bool,
+    /// The only TCP ports tool processes may connect to (unset: every port). triage's own
+    /// listening ports are never reachable either way; a short list also makes each tool
+    /// process start faster (Landlock copies the rules into every process's domain).
+    pub tcp_ports: Option<Vec<u16>>,
     /// Tests only (no config key sets it): the first network wall stays down, so the second
     /// can be seen to hold alone, as on a kernel without Landlock's TCP rules.
     #[serde(skip)]
@@ -69,6 +73,7 @@ impl Default for SandboxSettings {
             max_file_size_mb: 100,
             max_cpu_secs: 120,
             require_landlock: false,
+            tcp_ports: None,
             tcp_rules_off_for_tests: false,
             keep_uid_for_tests: false,
         }
@@ -222,6 +227,7 @@ impl Sandbox {
         // Tests of the second wall alone leave the first one down.
         let spawner = spawner::Spawner::start(
             walled_ports.clone(),
+            settings.tcp_ports.clone(),
             settings.tcp_rules_off_for_tests,
             announce,
         );
