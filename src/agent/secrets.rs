@@ -2,7 +2,9 @@
 //! own credentials never reach the LLM or the client; tool output and error messages carry
 //! `<secret-hidden>` instead.
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use super::mask::Mask;
 
 pub const MASK: &str = "<secret-hidden>";
 /// Shorter values are too likely to occur by chance (and masking them would garble output).
@@ -53,6 +55,108 @@ fn mask_each(secrets: &[String], text: &mut String) {
             *text = text.replace(secret.as_str(), MASK);
         }
     }
+}
+
+/// What a run masks everything it reports with: the server's secrets, the run's own
+/// (`RunConfig::secrets`) and the credentials issued so far. Cheap to clone (two `Arc`s).
+#[derive(Debug, Clone, Default)]
+pub struct RunMasker {
+    server: Arc<SecretMasker>,
+    own: Arc<SecretMasker>,
+}
+
+impl RunMasker {
+    pub fn new(server: Arc<SecretMasker>, own: SecretMasker) -> RunMasker {
+        RunMasker {
+            server,
+            own: Arc::new(own),
+        }
+    }
+
+    /// Masks every string `value` holds. Nothing is copied when no secret occurs, and
+    /// nothing is even looked at when there is no secret to mask.
+    pub fn mask<T: Mask + ?Sized>(&self, value: &mut T) {
+        let issued = issued();
+        let secrets = Secrets {
+            lists: [&self.server.secrets, &self.own.secrets, &issued],
+        };
+        if !secrets.is_empty() {
+            value.mask(&secrets);
+        }
+    }
+
+    pub fn masked<T: Mask>(&self, mut value: T) -> T {
+        self.mask(&mut value);
+        value
+    }
+
+    /// Masks a piece of streamed text that follows `held` (what an earlier piece left
+    /// unsent): returns what can go out now and keeps in `held` an end that may be the start
+    /// of a secret the next piece completes. A secret split across pieces is masked whole.
+    pub fn mask_piece(&self, held: &mut String, piece: String) -> String {
+        let issued = issued();
+        let secrets = Secrets {
+            lists: [&self.server.secrets, &self.own.secrets, &issued],
+        };
+        if secrets.is_empty() && held.is_empty() {
+            return piece;
+        }
+        let mut text = if held.is_empty() {
+            piece
+        } else {
+            std::mem::take(held) + &piece
+        };
+        secrets.text(&mut text);
+        let start = secrets
+            .lists
+            .iter()
+            .map(|list| unfinished_start(list, &text))
+            .min()
+            .unwrap_or(text.len());
+        *held = text.split_off(start);
+        text
+    }
+}
+
+/// The secrets of one masking pass, for `Mask` implementations.
+pub struct Secrets<'a> {
+    lists: [&'a [String]; 3],
+}
+
+impl Secrets<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.lists.iter().all(|l| l.is_empty())
+    }
+
+    /// Whether `text` holds a secret (to decide whether to copy a shared string).
+    pub fn found_in(&self, text: &str) -> bool {
+        self.lists
+            .iter()
+            .any(|list| list.iter().any(|s| text.contains(s.as_str())))
+    }
+
+    pub fn text(&self, text: &mut String) {
+        for list in self.lists {
+            mask_each(list, text);
+        }
+    }
+}
+
+/// Where the end of `text` may begin one of `secrets`: the start of the longest suffix that
+/// is a proper prefix of a secret, or `text.len()` when there is none.
+fn unfinished_start(secrets: &[String], text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut start = text.len();
+    for secret in secrets {
+        let from = bytes.len().saturating_sub(secret.len().saturating_sub(1));
+        // The smallest position first: the longest suffix.
+        if let Some(i) = (from..start)
+            .find(|&i| text.is_char_boundary(i) && secret.as_bytes().starts_with(&bytes[i..]))
+        {
+            start = i;
+        }
+    }
+    start
 }
 
 /// Credentials triage obtains while it runs (AWS session keys from STS or the metadata

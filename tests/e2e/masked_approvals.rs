@@ -96,7 +96,11 @@ async fn an_expanded_key_is_hidden_wherever_a_waiting_call_is_shown() {
             .expect("an approval_required event");
         let shown = &asked.data["pending_approvals"][0];
         assert_eq!(shown["tool_call_id"], "v1", "{policy}: {}", asked.data);
-        assert_hidden(VENDOR_KEY, &format!("{policy}: approval_required"), &asked.data.to_string());
+        assert_hidden(
+            VENDOR_KEY,
+            &format!("{policy}: approval_required"),
+            &asked.data.to_string(),
+        );
         assert!(
             shown["description"].as_str().unwrap().contains(MASK),
             "{policy}: {shown}"
@@ -130,12 +134,21 @@ async fn an_expanded_key_is_hidden_wherever_a_waiting_call_is_shown() {
             "{policy}"
         );
         for frame in &frames {
-            assert_hidden(VENDOR_KEY, &format!("stream {}", frame.name), &frame.data.to_string());
+            assert_hidden(
+                VENDOR_KEY,
+                &format!("stream {}", frame.name),
+                &frame.data.to_string(),
+            );
         }
-        assert_hidden(VENDOR_KEY, "events/search", &search_all(&app, &id).await.to_string());
+        assert_hidden(
+            VENDOR_KEY,
+            "events/search",
+            &search_all(&app, &id).await.to_string(),
+        );
         let got = webhook_bodies(&app, &receiver, &id).await;
         assert!(
-            got.iter().any(|g| g.body["pending_actions"][0]["tool_call_id"] == "v1"),
+            got.iter()
+                .any(|g| g.body["pending_actions"][0]["tool_call_id"] == "v1"),
             "a snapshot of the waiting conversation"
         );
         for g in &got {

@@ -35,8 +35,9 @@ async fn a_conversations_secrets_in_the_models_arguments_reach_no_one() {
         "bash",
         json!({"command": format!("echo {DB_PASSWORD} | wc -c")}),
     ));
-    app.llm
-        .push(Step::text(&format!("The password {DB_PASSWORD} has 24 bytes.")));
+    app.llm.push(Step::text(&format!(
+        "The password {DB_PASSWORD} has 24 bytes."
+    )));
     let id = create(
         &app,
         json!({"confirmation_policy": {"kind": "NeverConfirm"},
@@ -46,7 +47,11 @@ async fn a_conversations_secrets_in_the_models_arguments_reach_no_one() {
     .await;
     let frames = frames_until(&app, &id, None, state_is("finished")).await;
     for frame in &frames {
-        assert_hidden(DB_PASSWORD, &format!("stream {}", frame.name), &frame.data.to_string());
+        assert_hidden(
+            DB_PASSWORD,
+            &format!("stream {}", frame.name),
+            &frame.data.to_string(),
+        );
     }
     let result = frames
         .iter()
