@@ -44,6 +44,21 @@ impl Run {
         self.state.take()
     }
 
+    /// A run that emits `events` and ends with `state`: what a front door does with any event
+    /// a run can make (the masking property test, `src/mask_tests.rs`).
+    #[cfg(test)]
+    pub(crate) fn replaying(masker: RunMasker, events: Vec<AgentEvent>, state: RunState) -> Run {
+        let queue = Emitter::new(masker);
+        let emit = queue.clone();
+        let driver = async move {
+            for event in events {
+                emit.emit(event);
+            }
+            state
+        };
+        Run::new(Box::pin(driver), queue)
+    }
+
     /// What the run's events are masked with, for a front door that also shows the final
     /// state (`/api/chat` returns the history to the client).
     pub fn masker(&self) -> &RunMasker {

@@ -245,6 +245,48 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_split_across_streamed_pieces_is_masked_whole() {
+        let m = RunMasker::new(
+            Arc::new(SecretMasker::new(["sk-split-secret".to_owned()])),
+            SecretMasker::new(["own-value-42".to_owned()]),
+        );
+        let mut held = String::new();
+        let mut out = String::new();
+        for piece in [
+            "the key is sk-sp",
+            "lit-sec",
+            "ret, and own-",
+            "value-42 too; sk-",
+            "no",
+        ] {
+            let sent = m.mask_piece(&mut held, piece.to_owned());
+            assert!(
+                !sent.contains("sk-sp") && !sent.contains("own-v"),
+                "{sent:?}"
+            );
+            out.push_str(&sent);
+        }
+        out.push_str(&held);
+        assert_eq!(out, format!("the key is {MASK}, and {MASK} too; sk-no"));
+        // A piece that cannot begin a secret is sent whole, at once.
+        let mut held = String::new();
+        assert_eq!(m.mask_piece(&mut held, "plain é".to_owned()), "plain é");
+        assert!(held.is_empty());
+    }
+
+    #[test]
+    fn the_unfinished_start_is_the_longest_suffix_that_begins_a_secret() {
+        let secrets = ["abcdef".to_owned(), "cdxyzw".to_owned()];
+        assert_eq!(unfinished_start(&secrets, "xx abcd"), 3);
+        assert_eq!(unfinished_start(&secrets, "xx abcdq"), 8);
+        // "cd" begins the second secret, but "abcd" (earlier) the first.
+        assert_eq!(unfinished_start(&secrets, "abcd"), 0);
+        assert_eq!(unfinished_start(&secrets, ""), 0);
+        // Never inside a character.
+        assert_eq!(unfinished_start(&["éabcde".to_owned()], "xé"), 1);
+    }
+
+    #[test]
     fn credentials_issued_at_run_time_are_masked_by_every_masker() {
         let configured = SecretMasker::new(["configured-secret".to_owned()]);
         let empty = SecretMasker::default();

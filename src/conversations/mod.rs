@@ -7,7 +7,7 @@
 pub mod api;
 mod condense;
 mod deltas;
-mod events;
+pub(crate) mod events;
 mod fork;
 mod ownership;
 mod runs;

@@ -25,7 +25,7 @@ pub struct ChatRun {
 }
 
 impl ChatRun {
-    pub(super) fn new(
+    pub(crate) fn new(
         run: Run,
         signer: Arc<ApprovalSigner>,
         follow_up_actions: Vec<FollowUpAction>,
