@@ -1,7 +1,8 @@
-//! A conversation's own `secrets`, written by the model into a tool call's arguments and into
-//! its answer: `<secret-hidden>` in `tool_calling_result.params` and in everything a client or
-//! receiver gets — `events/search`, the event stream, webhook deliveries, a fork's events —
-//! while the command still runs with what the model wrote. `/api/chat` does the same with the
+//! A conversation's own `secrets`, in the user's message and written by the model into a tool
+//! call's arguments and into its answer: `<secret-hidden>` in `tool_calling_result.params` and
+//! in everything a client or receiver gets — `events/search`, the event stream, webhook
+//! deliveries, a fork's events — while the model reads, and the command runs with, what was
+//! written. `/api/chat` does the same with the
 //! server's secrets, and refuses to run an approved call whose arguments it only showed
 //! masked.
 
@@ -42,10 +43,22 @@ async fn a_conversations_secrets_in_the_models_arguments_reach_no_one() {
         &app,
         json!({"confirmation_policy": {"kind": "NeverConfirm"},
                "secrets": {"DB": DB_PASSWORD},
-               "initial_message": {"content": "How long is the password?"}}),
+               "initial_message": {"content": format!("How long is {DB_PASSWORD}?")}}),
     )
     .await;
     let frames = frames_until(&app, &id, None, state_is("finished")).await;
+    // The model read the question and its own call as they were written.
+    let sent = app.llm.requests()[1]["messages"].to_string();
+    assert!(
+        sent.contains(&format!("How long is {DB_PASSWORD}?")),
+        "{sent}"
+    );
+    assert!(
+        sent.contains(&format!("echo {DB_PASSWORD} | wc -c")),
+        "{sent}"
+    );
+    let asked = frames.iter().find(|f| f.name == "user_message").unwrap();
+    assert_eq!(asked.data["content"], format!("How long is {MASK}?"));
     for frame in &frames {
         assert_hidden(
             DB_PASSWORD,
