@@ -83,6 +83,14 @@ async fn a_conversations_secrets_in_the_models_arguments_reach_no_one() {
         answer.data["analysis"],
         format!("The password {MASK} has 24 bytes.")
     );
+    let (_, last) = app
+        .get_json(&format!("/api/conversations/{id}/agent_final_response"))
+        .await;
+    assert_eq!(
+        last["response"],
+        format!("The password {MASK} has 24 bytes."),
+        "{last}"
+    );
     let log = events_of(&app, &id).await;
     let assistant = log
         .iter()
