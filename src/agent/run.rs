@@ -100,8 +100,8 @@ impl Stream for Run {
 }
 
 /// Where a run's steps put their events, each masked as it is emitted: every consumer gets
-/// it masked, none masks it again.
-#[derive(Clone, Default)]
+/// it masked, none masks it again. Made only with the run's masker (`Emitter::new`).
+#[derive(Clone)]
 pub(super) struct Emitter(Arc<Queue>);
 
 #[derive(Default)]

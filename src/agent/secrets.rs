@@ -23,14 +23,8 @@ impl SecretMasker {
             .flat_map(|s| with_variants(s.trim()))
             .filter(|s| s.len() >= MIN_SECRET_LEN)
             .collect();
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
+        longest_first(&mut secrets);
         SecretMasker { secrets }
-    }
-
-    /// Nothing to mask: no configured secret and no credential issued yet.
-    pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty() && issued().is_empty()
     }
 
     /// Masks the configured secrets and every credential issued to this process so far.
@@ -41,12 +35,12 @@ impl SecretMasker {
             mask_each(&issued, text);
         }
     }
+}
 
-    pub fn mask_opt(&self, text: &mut Option<String>) {
-        if let Some(t) = text {
-            self.mask(t);
-        }
-    }
+/// Longest first (a secret that contains another is masked whole), each once.
+fn longest_first(secrets: &mut Vec<String>) {
+    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    secrets.dedup();
 }
 
 fn mask_each(secrets: &[String], text: &mut String) {
@@ -58,18 +52,30 @@ fn mask_each(secrets: &[String], text: &mut String) {
 }
 
 /// What a run masks everything it reports with: the server's secrets, the run's own
-/// (`RunConfig::secrets`) and the credentials issued so far. Cheap to clone (two `Arc`s).
+/// (`RunConfig::secrets`) and the credentials issued so far. Cheap to clone (an `Arc`).
 #[derive(Debug, Clone, Default)]
 pub struct RunMasker {
-    server: Arc<SecretMasker>,
-    own: Arc<SecretMasker>,
+    /// The server's masker itself when the run has no secrets of its own; else both lists
+    /// in one, longest first: a run's secret that contains a server's is masked whole.
+    secrets: Arc<SecretMasker>,
 }
 
 impl RunMasker {
     pub fn new(server: Arc<SecretMasker>, own: SecretMasker) -> RunMasker {
+        if own.secrets.is_empty() {
+            return RunMasker { secrets: server };
+        }
+        let mut secrets = own.secrets;
+        secrets.extend(server.secrets.iter().cloned());
+        longest_first(&mut secrets);
         RunMasker {
-            server,
-            own: Arc::new(own),
+            secrets: Arc::new(SecretMasker { secrets }),
+        }
+    }
+
+    fn secrets<'a>(&'a self, issued: &'a [String]) -> Secrets<'a> {
+        Secrets {
+            lists: [&self.secrets.secrets, issued],
         }
     }
 
@@ -77,9 +83,7 @@ impl RunMasker {
     /// nothing is even looked at when there is no secret to mask.
     pub fn mask<T: Mask + ?Sized>(&self, value: &mut T) {
         let issued = issued();
-        let secrets = Secrets {
-            lists: [&self.server.secrets, &self.own.secrets, &issued],
-        };
+        let secrets = self.secrets(&issued);
         if !secrets.is_empty() {
             value.mask(&secrets);
         }
@@ -95,9 +99,7 @@ impl RunMasker {
     /// of a secret the next piece completes. A secret split across pieces is masked whole.
     pub fn mask_piece(&self, held: &mut String, piece: String) -> String {
         let issued = issued();
-        let secrets = Secrets {
-            lists: [&self.server.secrets, &self.own.secrets, &issued],
-        };
+        let secrets = self.secrets(&issued);
         if secrets.is_empty() && held.is_empty() {
             return piece;
         }
@@ -118,9 +120,10 @@ impl RunMasker {
     }
 }
 
-/// The secrets of one masking pass, for `Mask` implementations.
+/// The secrets of one masking pass, for `Mask` implementations: the run's, then those issued
+/// at run time.
 pub struct Secrets<'a> {
-    lists: [&'a [String]; 3],
+    lists: [&'a [String]; 2],
 }
 
 impl Secrets<'_> {
@@ -272,6 +275,23 @@ mod tests {
         let mut held = String::new();
         assert_eq!(m.mask_piece(&mut held, "plain é".to_owned()), "plain é");
         assert!(held.is_empty());
+    }
+
+    #[test]
+    fn a_runs_secret_that_contains_a_servers_is_masked_whole() {
+        let server = Arc::new(SecretMasker::new(["inner-key-99".to_owned()]));
+        let m = RunMasker::new(
+            server.clone(),
+            SecretMasker::new(["outer-inner-key-99-x".to_owned()]),
+        );
+        assert_eq!(
+            m.masked("a outer-inner-key-99-x b".to_owned()),
+            format!("a {MASK} b")
+        );
+        assert_eq!(m.masked("inner-key-99".to_owned()), MASK);
+        // Without secrets of its own a run masks with the server's masker itself.
+        let plain = RunMasker::new(server.clone(), SecretMasker::default());
+        assert!(Arc::ptr_eq(&plain.secrets, &server));
     }
 
     #[test]
