@@ -29,3 +29,6 @@ pub mod telemetry;
 pub mod tools;
 pub mod webhooks;
 pub mod wire;
+
+#[cfg(test)]
+mod mask_tests;

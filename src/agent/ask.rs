@@ -53,9 +53,7 @@ impl Agent {
             let note = self.fallback_note(&setup, fallback);
             tracing::warn!(requested_model = %note.requested_model, model = %note.model, reason = %note.reason, "a fallback model answered the side question request");
         }
-        let mut answer = completion.content.unwrap_or_default();
-        self.masker.mask(&mut answer);
-        setup.masker.mask(&mut answer);
-        Ok(answer)
+        // Not an event: masked as it is made.
+        Ok(setup.masker.masked(completion.content.unwrap_or_default()))
     }
 }

@@ -191,8 +191,17 @@ impl Agent {
         metrics::counter!("triage_approvals_requested_total").increment(approvals as u64);
         metrics::counter!("triage_frontend_pauses_total")
             .increment((pending.len() - approvals) as u64);
-        live.state.pending = pending.clone();
-        Some(AgentEvent::Paused { pending })
+        let event = AgentEvent::Paused {
+            pending: pending.clone(),
+        };
+        // What waits is shown from the state too (`pending_actions`, webhook snapshots): its
+        // description and arguments are kept masked there; the calls keep what the model
+        // wrote, which is what runs.
+        for p in &mut pending {
+            s.masker.mask(&mut p.waits_for);
+        }
+        live.state.pending = pending;
+        Some(event)
     }
 
     /// Decides what to do with a call before anything runs: frontend tools, duplicates and
@@ -315,23 +324,17 @@ impl Agent {
         outcomes.into_iter().flatten().collect()
     }
 
-    /// Every tool result passes here before anyone sees it: secrets masked, size limited.
+    /// Every tool result passes here before the model reads it: the text it reads masked,
+    /// and the output masked before it is cut to the budget (a secret cut in two would no
+    /// longer be found). The rest of the outcome is masked as its event is emitted.
     pub(super) async fn finish_result(
         &self,
         s: &RunSetup,
         live: &mut Live,
         done: &mut ToolOutcome,
     ) {
-        for masker in [&*self.masker, &s.masker] {
-            if !masker.is_empty() {
-                masker.mask(&mut done.content);
-                masker.mask(&mut done.output.data);
-                masker.mask_opt(&mut done.output.error);
-                masker.mask(&mut done.description);
-                // A YAML tool's command may hold a `${VAR}` its file expanded.
-                masker.mask_opt(&mut done.output.invocation);
-            }
-        }
+        s.masker.mask(&mut done.content);
+        s.masker.mask(&mut done.output.data);
         let content = std::mem::take(&mut done.content);
         let data = std::mem::take(&mut done.output.data);
         let Some(cut) = s

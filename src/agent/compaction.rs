@@ -85,7 +85,7 @@ impl Agent {
         if Self::needed_tokens(live, s) <= u64::from(s.model.context_window) {
             return Ok(());
         }
-        let mut text = format!(
+        let text = format!(
             "The conversation no longer fits in the model's context window: the next request needs {} tokens \
              (including {} reserved for the answer) and the window is {} tokens; {}. Please start a new conversation.",
             Self::needed_tokens(live, s),
@@ -93,9 +93,8 @@ impl Agent {
             s.model.context_window,
             why.unwrap_or_else(|| "compaction failed to reduce the tokens sufficiently".to_owned()),
         );
-        // The reason may quote a provider error, which can echo credentials.
-        self.masker.mask(&mut text);
-        s.masker.mask(&mut text);
+        // The reason may quote a provider error, which can echo credentials: the `Notice` and
+        // the `Failed` event it ends the run with are masked as they are emitted.
         live.emit.emit(AgentEvent::Notice(text.clone()));
         // Before the run's first LLM call the overflow is the input's own.
         let kind = if live.llm_calls == 0 {

@@ -31,7 +31,7 @@ impl Agent {
         state: RunState,
     ) -> Result<Condensed, RunError> {
         let setup = self.compile(config)?;
-        let emit = Emitter::default();
+        let emit = Emitter::new(setup.masker.clone());
         let system = self.system_message(&setup, config);
         let mut live = Live::new(state, &setup, system, emit.clone(), Arc::default(), None);
         let tail = kept_after_summary(live.conv.messages());

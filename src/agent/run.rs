@@ -14,6 +14,7 @@ use futures::Stream;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::event::AgentEvent;
+use super::secrets::RunMasker;
 use super::setup::RunSetup;
 use super::state::RunState;
 use super::usage::UsageReport;
@@ -43,6 +44,27 @@ impl Run {
         self.state.take()
     }
 
+    /// A run that emits `events` and ends with `state`: what a front door does with any event
+    /// a run can make (the masking property test, `src/mask_tests.rs`).
+    #[cfg(test)]
+    pub(crate) fn replaying(masker: RunMasker, events: Vec<AgentEvent>, state: RunState) -> Run {
+        let queue = Emitter::new(masker);
+        let emit = queue.clone();
+        let driver = async move {
+            for event in events {
+                emit.emit(event);
+            }
+            state
+        };
+        Run::new(Box::pin(driver), queue)
+    }
+
+    /// What the run's events are masked with, for a front door that also shows the final
+    /// state (`/api/chat` returns the history to the client).
+    pub fn masker(&self) -> &RunMasker {
+        &self.queue.0.masker
+    }
+
     /// For a front door that renders the history from the final state: the run sends no
     /// `MessageAdded` or `MessageReplaced`, each a copy of its message (a tool's whole output
     /// among them). Called before the run is first polled.
@@ -67,6 +89,8 @@ impl Stream for Run {
                 Poll::Ready(state) => {
                     self.state = Some(state);
                     self.driver = None;
+                    // Text held back as the possible start of a secret goes out as it is.
+                    self.queue.flush();
                 }
                 Poll::Pending if self.queue.is_empty() => return Poll::Pending,
                 Poll::Pending => {}
@@ -75,19 +99,62 @@ impl Stream for Run {
     }
 }
 
-/// Where a run's steps put their events.
-#[derive(Clone, Default)]
+/// Where a run's steps put their events, each masked as it is emitted: every consumer gets
+/// it masked, none masks it again. Made only with the run's masker (`Emitter::new`).
+#[derive(Clone)]
 pub(super) struct Emitter(Arc<Queue>);
 
 #[derive(Default)]
 struct Queue {
-    events: Mutex<VecDeque<AgentEvent>>,
+    events: Mutex<Events>,
     without_history: AtomicBool,
+    masker: RunMasker,
+}
+
+#[derive(Default)]
+struct Events {
+    queue: VecDeque<AgentEvent>,
+    /// The end of the text streamed so far that may be the start of a secret: sent with the
+    /// next piece (masked whole if it completes one) or before the next other event.
+    held: String,
+}
+
+impl Events {
+    fn flush(&mut self) {
+        if !self.held.is_empty() {
+            let text = std::mem::take(&mut self.held);
+            self.queue.push_back(AgentEvent::TextDelta(text));
+        }
+    }
 }
 
 impl Emitter {
+    pub fn new(masker: RunMasker) -> Emitter {
+        Emitter(Arc::new(Queue {
+            masker,
+            ..Queue::default()
+        }))
+    }
+
+    /// Queues an event, masked with the run's secrets.
     pub fn emit(&self, event: AgentEvent) {
-        self.lock().push_back(event);
+        let masker = &self.0.masker;
+        if let AgentEvent::TextDelta(piece) = event {
+            let mut events = self.lock();
+            let text = masker.mask_piece(&mut events.held, piece);
+            if !text.is_empty() {
+                events.queue.push_back(AgentEvent::TextDelta(text));
+            }
+            return;
+        }
+        let event = masker.masked(event);
+        let mut events = self.lock();
+        events.flush();
+        events.queue.push_back(event);
+    }
+
+    fn flush(&self) {
+        self.lock().flush();
     }
 
     /// Whether `MessageAdded` and `MessageReplaced` are wanted (`Run::without_history_events`).
@@ -95,22 +162,24 @@ impl Emitter {
         !self.0.without_history.load(Ordering::Relaxed)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<AgentEvent>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Events> {
         self.0.events.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        self.lock().queue.is_empty()
     }
 
     /// Every event queued, in order (for work that is not a `Run`: a forced compaction).
     pub fn drain(&self) -> Vec<AgentEvent> {
+        self.flush();
         std::iter::from_fn(|| self.pop()).collect()
     }
 
     /// The next event; pieces of text already queued go out joined, as one delta.
     fn pop(&self) -> Option<AgentEvent> {
-        let mut queue = self.lock();
+        let mut events = self.lock();
+        let queue = &mut events.queue;
         let mut event = queue.pop_front()?;
         if let AgentEvent::TextDelta(text) = &mut event {
             while let Some(AgentEvent::TextDelta(more)) = queue.front() {

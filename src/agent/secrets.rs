@@ -2,7 +2,9 @@
 //! own credentials never reach the LLM or the client; tool output and error messages carry
 //! `<secret-hidden>` instead.
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use super::mask::Mask;
 
 pub const MASK: &str = "<secret-hidden>";
 /// Shorter values are too likely to occur by chance (and masking them would garble output).
@@ -21,14 +23,8 @@ impl SecretMasker {
             .flat_map(|s| with_variants(s.trim()))
             .filter(|s| s.len() >= MIN_SECRET_LEN)
             .collect();
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
+        longest_first(&mut secrets);
         SecretMasker { secrets }
-    }
-
-    /// Nothing to mask: no configured secret and no credential issued yet.
-    pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty() && issued().is_empty()
     }
 
     /// Masks the configured secrets and every credential issued to this process so far.
@@ -39,12 +35,12 @@ impl SecretMasker {
             mask_each(&issued, text);
         }
     }
+}
 
-    pub fn mask_opt(&self, text: &mut Option<String>) {
-        if let Some(t) = text {
-            self.mask(t);
-        }
-    }
+/// Longest first (a secret that contains another is masked whole), each once.
+fn longest_first(secrets: &mut Vec<String>) {
+    secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    secrets.dedup();
 }
 
 fn mask_each(secrets: &[String], text: &mut String) {
@@ -53,6 +49,117 @@ fn mask_each(secrets: &[String], text: &mut String) {
             *text = text.replace(secret.as_str(), MASK);
         }
     }
+}
+
+/// What a run masks everything it reports with: the server's secrets, the run's own
+/// (`RunConfig::secrets`) and the credentials issued so far. Cheap to clone (an `Arc`).
+#[derive(Debug, Clone, Default)]
+pub struct RunMasker {
+    /// The server's masker itself when the run has no secrets of its own; else both lists
+    /// in one, longest first: a run's secret that contains a server's is masked whole.
+    secrets: Arc<SecretMasker>,
+}
+
+impl RunMasker {
+    pub fn new(server: Arc<SecretMasker>, own: SecretMasker) -> RunMasker {
+        if own.secrets.is_empty() {
+            return RunMasker { secrets: server };
+        }
+        let mut secrets = own.secrets;
+        secrets.extend(server.secrets.iter().cloned());
+        longest_first(&mut secrets);
+        RunMasker {
+            secrets: Arc::new(SecretMasker { secrets }),
+        }
+    }
+
+    fn secrets<'a>(&'a self, issued: &'a [String]) -> Secrets<'a> {
+        Secrets {
+            lists: [&self.secrets.secrets, issued],
+        }
+    }
+
+    /// Masks every string `value` holds. Nothing is copied when no secret occurs, and
+    /// nothing is even looked at when there is no secret to mask.
+    pub fn mask<T: Mask + ?Sized>(&self, value: &mut T) {
+        let issued = issued();
+        let secrets = self.secrets(&issued);
+        if !secrets.is_empty() {
+            value.mask(&secrets);
+        }
+    }
+
+    pub fn masked<T: Mask>(&self, mut value: T) -> T {
+        self.mask(&mut value);
+        value
+    }
+
+    /// Masks a piece of streamed text that follows `held` (what an earlier piece left
+    /// unsent): returns what can go out now and keeps in `held` an end that may be the start
+    /// of a secret the next piece completes. A secret split across pieces is masked whole.
+    pub fn mask_piece(&self, held: &mut String, piece: String) -> String {
+        let issued = issued();
+        let secrets = self.secrets(&issued);
+        if secrets.is_empty() && held.is_empty() {
+            return piece;
+        }
+        let mut text = if held.is_empty() {
+            piece
+        } else {
+            std::mem::take(held) + &piece
+        };
+        secrets.text(&mut text);
+        let start = secrets
+            .lists
+            .iter()
+            .map(|list| unfinished_start(list, &text))
+            .min()
+            .unwrap_or(text.len());
+        *held = text.split_off(start);
+        text
+    }
+}
+
+/// The secrets of one masking pass, for `Mask` implementations: the run's, then those issued
+/// at run time.
+pub struct Secrets<'a> {
+    lists: [&'a [String]; 2],
+}
+
+impl Secrets<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.lists.iter().all(|l| l.is_empty())
+    }
+
+    /// Whether `text` holds a secret (to decide whether to copy a shared string).
+    pub fn found_in(&self, text: &str) -> bool {
+        self.lists
+            .iter()
+            .any(|list| list.iter().any(|s| text.contains(s.as_str())))
+    }
+
+    pub fn text(&self, text: &mut String) {
+        for list in self.lists {
+            mask_each(list, text);
+        }
+    }
+}
+
+/// Where the end of `text` may begin one of `secrets`: the start of the longest suffix that
+/// is a proper prefix of a secret, or `text.len()` when there is none.
+fn unfinished_start(secrets: &[String], text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut start = text.len();
+    for secret in secrets {
+        let from = bytes.len().saturating_sub(secret.len().saturating_sub(1));
+        // The smallest position first: the longest suffix.
+        if let Some(i) = (from..start)
+            .find(|&i| text.is_char_boundary(i) && secret.as_bytes().starts_with(&bytes[i..]))
+        {
+            start = i;
+        }
+    }
+    start
 }
 
 /// Credentials triage obtains while it runs (AWS session keys from STS or the metadata
@@ -138,6 +245,65 @@ mod tests {
         let mut line = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC".to_owned();
         m.mask(&mut line);
         assert_eq!(line, MASK);
+    }
+
+    #[test]
+    fn a_secret_split_across_streamed_pieces_is_masked_whole() {
+        let m = RunMasker::new(
+            Arc::new(SecretMasker::new(["sk-split-secret".to_owned()])),
+            SecretMasker::new(["own-value-42".to_owned()]),
+        );
+        let mut held = String::new();
+        let mut out = String::new();
+        for piece in [
+            "the key is sk-sp",
+            "lit-sec",
+            "ret, and own-",
+            "value-42 too; sk-",
+            "no",
+        ] {
+            let sent = m.mask_piece(&mut held, piece.to_owned());
+            assert!(
+                !sent.contains("sk-sp") && !sent.contains("own-v"),
+                "{sent:?}"
+            );
+            out.push_str(&sent);
+        }
+        out.push_str(&held);
+        assert_eq!(out, format!("the key is {MASK}, and {MASK} too; sk-no"));
+        // A piece that cannot begin a secret is sent whole, at once.
+        let mut held = String::new();
+        assert_eq!(m.mask_piece(&mut held, "plain é".to_owned()), "plain é");
+        assert!(held.is_empty());
+    }
+
+    #[test]
+    fn a_runs_secret_that_contains_a_servers_is_masked_whole() {
+        let server = Arc::new(SecretMasker::new(["inner-key-99".to_owned()]));
+        let m = RunMasker::new(
+            server.clone(),
+            SecretMasker::new(["outer-inner-key-99-x".to_owned()]),
+        );
+        assert_eq!(
+            m.masked("a outer-inner-key-99-x b".to_owned()),
+            format!("a {MASK} b")
+        );
+        assert_eq!(m.masked("inner-key-99".to_owned()), MASK);
+        // Without secrets of its own a run masks with the server's masker itself.
+        let plain = RunMasker::new(server.clone(), SecretMasker::default());
+        assert!(Arc::ptr_eq(&plain.secrets, &server));
+    }
+
+    #[test]
+    fn the_unfinished_start_is_the_longest_suffix_that_begins_a_secret() {
+        let secrets = ["abcdef".to_owned(), "cdxyzw".to_owned()];
+        assert_eq!(unfinished_start(&secrets, "xx abcd"), 3);
+        assert_eq!(unfinished_start(&secrets, "xx abcdq"), 8);
+        // "cd" begins the second secret, but "abcd" (earlier) the first.
+        assert_eq!(unfinished_start(&secrets, "abcd"), 0);
+        assert_eq!(unfinished_start(&secrets, ""), 0);
+        // Never inside a character.
+        assert_eq!(unfinished_start(&["éabcde".to_owned()], "xé"), 1);
     }
 
     #[test]

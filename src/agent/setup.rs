@@ -33,8 +33,9 @@ pub struct RunSetup {
     pub pause_for_approval: bool,
     /// Every backend call waits for approval (`ApprovalMode::Always`).
     pub approve_every_call: bool,
-    /// The run's own secrets (`RunConfig::secrets`), masked beside the server's.
-    pub masker: super::SecretMasker,
+    /// The server's secrets and the run's own (`RunConfig::secrets`): what the run's events,
+    /// the tool output the model reads and its errors are masked with.
+    pub masker: super::RunMasker,
     pub text_deltas: bool,
     pub tool_budget: ToolBudget,
     pub max_steps: u32,
@@ -76,7 +77,10 @@ impl Agent {
             frontend_tools,
             pause_for_approval: config.approvals != ApprovalMode::Refuse,
             approve_every_call: config.approvals == ApprovalMode::Always,
-            masker: super::SecretMasker::new(config.secrets.iter().cloned()),
+            masker: super::RunMasker::new(
+                self.masker.clone(),
+                super::SecretMasker::new(config.secrets.iter().cloned()),
+            ),
             text_deltas: config.text_deltas,
             max_steps: config.max_steps.unwrap_or(self.options.max_steps).max(1),
             stuck_detection: config.stuck_detection,

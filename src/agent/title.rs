@@ -51,9 +51,10 @@ impl Agent {
             let note = self.fallback_note(&setup, fallback);
             tracing::warn!(requested_model = %note.requested_model, model = %note.model, reason = %note.reason, "a fallback model answered the title request");
         }
-        let mut title = clean_title(&completion.content.unwrap_or_default(), max_chars);
-        self.masker.mask(&mut title);
-        setup.masker.mask(&mut title);
+        // Not an event: masked as it is made, before it is cut (a cut secret is no longer
+        // found whole).
+        let answer = setup.masker.masked(completion.content.unwrap_or_default());
+        let title = clean_title(&answer, max_chars);
         if title.is_empty() {
             return Err(RunError::new(
                 super::RunErrorKind::Provider,

@@ -50,7 +50,7 @@ impl Agent {
                 ),
             )
         })?;
-        let emit = Emitter::default();
+        let emit = Emitter::new(setup.masker.clone());
         let system = self.system_message(&setup, config);
         let mut live = Live::new(
             state,
@@ -328,9 +328,8 @@ impl Agent {
         s: &RunSetup,
         fallback: &AnsweredByFallback,
     ) -> ModelFallback {
-        let mut reason = fallback.reason.clone();
-        self.masker.mask(&mut reason);
-        s.masker.mask(&mut reason);
+        // Also logged where there is no stream (titles, side questions): masked here.
+        let reason = s.masker.masked(fallback.reason.clone());
         ModelFallback {
             requested_model: s.model.key.clone(),
             model: fallback.model.key.clone(),
@@ -352,11 +351,10 @@ impl Agent {
         emit.emit(AgentEvent::ModelFallback(note));
     }
 
-    /// An LLM failure as the run's error; provider messages can echo credentials: masked.
+    /// An LLM failure as the run's error; provider messages can echo credentials: masked
+    /// here, since outside a run (condense, titles, side questions) no event carries it.
     pub(super) fn llm_failure(&self, s: &RunSetup, e: &LlmError) -> RunError {
-        let mut message = e.to_string();
-        self.masker.mask(&mut message);
-        s.masker.mask(&mut message);
+        let message = s.masker.masked(e.to_string());
         let kind = match e {
             LlmError::RateLimited { .. } => RunErrorKind::RateLimited,
             // 401 from the provider would read as the client's own key: a bad gateway.

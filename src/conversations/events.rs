@@ -5,7 +5,7 @@
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use crate::agent::{AgentEvent, RunState, StopReason};
+use crate::agent::{AgentEvent, RunMasker, RunState, StopReason};
 use crate::frames;
 use crate::store::NewEvent;
 use crate::wire::{Message, StreamEvent};
@@ -126,14 +126,12 @@ fn source_of(message: &Message) -> &'static str {
 }
 
 /// A `message` event for a message added at the end of the history outside a run (a user
-/// message sent while idle): no index, folded as a push.
-pub fn message_pushed(message: Option<&Message>) -> Option<NewEvent> {
+/// message sent while idle): no index, folded as a push. Masked as a run's events are.
+pub fn message_pushed(message: Option<&Message>, masker: &RunMasker) -> Option<NewEvent> {
     let message = message?;
-    Some(new_event(
-        "message",
-        source_of(message),
-        json!({"message": message}),
-    ))
+    let mut payload = json!({"message": message});
+    masker.mask(&mut payload);
+    Some(new_event("message", source_of(message), payload))
 }
 
 /// Applies a stored event to a state's messages (what a crash may have left unsaved, or the

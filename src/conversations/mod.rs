@@ -7,7 +7,7 @@
 pub mod api;
 mod condense;
 mod deltas;
-mod events;
+pub(crate) mod events;
 mod fork;
 mod ownership;
 mod runs;
@@ -22,7 +22,9 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::agent::{Agent, RunConfig, RunError, RunErrorKind, RunState, Waiting};
+use crate::agent::{
+    Agent, RunConfig, RunError, RunErrorKind, RunMasker, RunState, SecretMasker, Waiting,
+};
 use crate::store::{ConversationQuery, ConversationRow, Store, StoreError};
 use api::{
     ConfirmationPolicy, ConversationInfo, ConversationPage, CreateConversation, PendingAction,
@@ -128,6 +130,15 @@ impl Conversations {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// What the conversation's runs mask their events with (the server's secrets and the
+    /// conversation's), for what it logs outside a run: the messages sent to it.
+    fn masker(&self, config: &StoredConfig) -> RunMasker {
+        RunMasker::new(
+            self.agent.masker.clone(),
+            SecretMasker::new(config.run.secrets.iter().cloned()),
+        )
     }
 
     pub async fn create(

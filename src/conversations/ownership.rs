@@ -217,7 +217,7 @@ impl Conversations {
         self.agent
             .add_user_message(&config.run, &mut state, message)?;
         // Logged as it joins the history, as for any message outside a run (forks fold it).
-        let joined = super::events::message_pushed(state.messages.last());
+        let joined = super::events::message_pushed(state.messages.last(), &self.masker(&config));
         let stored = self.store.append(id, joined.into_iter().collect()).await?;
         row.state = to_json(&state)?;
         row.state_event_id = stored.last().map_or(row.state_event_id, |e| e.id);

@@ -16,13 +16,16 @@ use super::events::{self, USER};
 use super::ownership::{Hold, INTERRUPT, MESSAGE, PAUSE, message_of, message_payload};
 use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
 use crate::agent::{
-    AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunState, StopReason, UserMessage,
+    AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunMasker, RunState, StopReason,
+    UserMessage,
 };
 use crate::store::{ConversationRow, NewEvent, ReplyToken, Store, StoreError};
 
 /// A run in progress on this replica.
 pub struct LiveRun {
     pub(super) control: RunControl,
+    /// The run's masker: a message sent to the run is logged masked as its events are.
+    masker: RunMasker,
     done: watch::Receiver<bool>,
 }
 
@@ -57,13 +60,17 @@ impl Conversations {
         let lock = self.row_lock(id);
         let guard = lock.lock().await;
         if let Some(live) = self.live_run(id) {
-            self.store.append(id, vec![user_event(&message)]).await?;
+            let logged = user_event(&message, &live.masker);
+            self.store.append(id, vec![logged]).await?;
             live.control.send(user);
             return Ok(());
         }
         match self.hold(id).await? {
             Hold::Elsewhere => {
-                self.store.append(id, vec![user_event(&message)]).await?;
+                // The run is another replica's: its secrets are in the stored config.
+                let config: StoredConfig = from_json(&self.row(id).await?.config)?;
+                let logged = user_event(&message, &self.masker(&config));
+                self.store.append(id, vec![logged]).await?;
                 drop(guard);
                 return self
                     .send_to_owner(id, MESSAGE, message_payload(&user))
@@ -102,13 +109,17 @@ impl Conversations {
         let mut state: RunState = from_json(&row.state)?;
         self.agent.add_user_message(&config.run, &mut state, user)?;
         // The message as the LLM will read it goes to the log too, so the log alone rebuilds
-        // the history (a fork from an earlier event folds it).
-        let joined = events::message_pushed(state.messages.last());
+        // the history (a fork from an earlier event folds it); both masked, as a run's events.
+        let masker = self.masker(&config);
+        let joined = events::message_pushed(state.messages.last(), &masker);
         let stored = self
             .store
             .append(
                 id,
-                [user_event(message)].into_iter().chain(joined).collect(),
+                [user_event(message, &masker)]
+                    .into_iter()
+                    .chain(joined)
+                    .collect(),
             )
             .await?;
         row.state = to_json(&state)?;
@@ -249,6 +260,7 @@ impl Conversations {
             ..input
         };
         let run = self.agent.start(&config.run, state, input)?;
+        let masker = run.masker().clone();
         let stop = control.clone();
         row.status = RUNNING.into();
         row.reason = None;
@@ -261,7 +273,14 @@ impl Conversations {
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, Arc::new(LiveRun { control, done }));
+            .insert(
+                id,
+                Arc::new(LiveRun {
+                    control,
+                    masker,
+                    done,
+                }),
+            );
         let this = self.clone();
         crate::shards::spawn_background(async move {
             let still_ours = this.drive(id, run, stop).await;
@@ -382,12 +401,14 @@ impl Conversations {
     }
 }
 
-fn user_event(message: &SendMessage) -> NewEvent {
-    events::new_event(
+fn user_event(message: &SendMessage, masker: &RunMasker) -> NewEvent {
+    let mut event = events::new_event(
         "user_message",
         USER,
         json!({"content": message.content, "images": message.images.as_ref().map_or(0, Vec::len)}),
-    )
+    );
+    masker.mask(&mut event.payload);
+    event
 }
 
 fn status_of(event: &AgentEvent) -> (&'static str, Option<String>) {

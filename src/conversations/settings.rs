@@ -39,9 +39,11 @@ impl Conversations {
         .await
     }
 
-    /// The agent's last answer to the user's last message; empty while there is none.
+    /// The agent's last answer to the user's last message; empty while there is none. Read
+    /// from the state, which keeps what the model wrote: masked as its event was.
     pub async fn final_response(&self, id: Uuid) -> Result<String, ConversationError> {
         let row = self.row(id).await?;
+        let config: StoredConfig = from_json(&row.config)?;
         let state: RunState = from_json(&row.state)?;
         let since_user = state
             .messages
@@ -52,7 +54,7 @@ impl Conversations {
             .iter()
             .rev()
             .find(|m| m.is_role("assistant") && m.tool_calls().is_empty())
-            .map(|m| m.text())
+            .map(|m| self.masker(&config).masked(m.text()))
             .unwrap_or_default())
     }
 

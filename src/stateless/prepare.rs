@@ -1,10 +1,11 @@
 //! A `/api/chat` request → the run's config, state and input. The client's history is the
 //! state: calls flagged as pending become the state's pending calls, and each pending
-//! approval's token is verified here, at the edge — a call whose token fails is refused.
+//! approval's token is verified here, at the edge — a call whose token fails is refused, and
+//! so is one whose arguments the client only ever saw with a secret masked.
 
 use crate::agent::{
-    ApprovalMode, Decision, FrontendResult, Input, PendingCall, RunConfig, RunError, RunState,
-    UserMessage, Verdict, Waiting,
+    ApprovalMode, Decision, FrontendResult, Input, MASK, PendingCall, RunConfig, RunError,
+    RunState, UserMessage, Verdict, Waiting,
 };
 use crate::wire::{ChatRequest, Message};
 
@@ -152,6 +153,15 @@ fn state_from_history(
                             reason: refusal(signer, reason),
                         },
                     });
+                } else if call.function.arguments.contains(MASK) {
+                    // The history came back masked and the server keeps no copy: running the
+                    // text with the marker in it would run what nobody wrote.
+                    refusals.push(Decision {
+                        call_id: call.id.clone(),
+                        verdict: Verdict::Refused {
+                            reason: MASKED_CALL.to_owned(),
+                        },
+                    });
                 }
                 pending.push(PendingCall {
                     message_index: i,
@@ -179,6 +189,12 @@ fn state_from_history(
     };
     Ok((state, refusals))
 }
+
+/// Why an approved call whose arguments hold the mask did not run.
+const MASKED_CALL: &str = "Not run: the call's arguments hold a secret, which the client \
+     only ever saw as <secret-hidden>, and the server keeps no copy of what was masked between \
+     requests, so what was approved is not what was written. Call the tool again without the \
+     secret in its arguments (a tool that needs a credential is configured with it).";
 
 fn refusal(signer: &ApprovalSigner, reason: TokenError) -> String {
     let why = match reason {

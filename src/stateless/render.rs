@@ -25,7 +25,7 @@ pub struct ChatRun {
 }
 
 impl ChatRun {
-    pub(super) fn new(
+    pub(crate) fn new(
         run: Run,
         signer: Arc<ApprovalSigner>,
         follow_up_actions: Vec<FollowUpAction>,
@@ -132,12 +132,16 @@ impl ChatRun {
     }
 
     /// The run's final history, each pending call flagged where the client will send it back.
+    /// The client gets it masked as the events are (the tool calls the model wrote included),
+    /// and the approval tokens are signed over what it gets: it sends that back
+    /// (`prepare.rs` refuses to run an approved call it only saw masked).
     fn history(&mut self, pending: &[PendingCall]) -> Vec<Message> {
         let mut messages = self
             .run
             .take_state()
             .map(|s| s.messages)
             .unwrap_or_default();
+        self.run.masker().mask(&mut messages);
         let mut digests: Vec<(usize, String)> = Vec::new();
         for p in pending {
             let index = p.message_index;

@@ -38,6 +38,8 @@ mod holmes_config;
 mod images;
 mod litellm_proxy;
 mod llm_failures;
+mod masked_approvals;
+mod masked_arguments;
 mod mcp;
 mod mcp_limits;
 mod model_providers;
