@@ -25,6 +25,7 @@ use crate::stateless::{ApprovalSigner, StatelessChat};
 use crate::store::{Backend, Store, StoreOptions};
 use crate::tools::{self, ToolsetStatus};
 
+mod store_files;
 mod toolsets;
 use crate::memory::{protect_process_memory, release_unused};
 use toolsets::{load_tools, own_files};
@@ -190,6 +191,7 @@ async fn open_conversations(
     agent: Arc<Agent>,
 ) -> Result<Arc<Conversations>, StartupError> {
     let c = &settings.conversations;
+    store_files::tighten_data_dir(c);
     let options = StoreOptions {
         max_events_per_conversation: c.max_events_per_conversation,
         outbox: crate::webhooks::outbox_plan(&settings.webhooks, agent.options.max_steps),

@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use db::Db;
+pub use db::{create_private_dir, sqlite_companions, sqlite_file};
 pub use deliveries::{Delivery, DeliveryQuery, Failure, QueueStats, RetryError};
 pub use leases::{Lease, QueuedCommand};
 pub use outbox::{Change, OutboxPlan, OutboxReceiver};

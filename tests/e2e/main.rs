@@ -54,6 +54,7 @@ mod secret_masking;
 mod security;
 mod slow_clients;
 mod soak;
+mod store_files;
 mod streaming;
 mod structured_output;
 mod tool_results;
