@@ -55,6 +55,7 @@ mod security;
 mod slow_clients;
 mod soak;
 mod store_files;
+mod store_keys;
 mod streaming;
 mod structured_output;
 mod tool_results;
