@@ -75,6 +75,8 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
     secrets.extend(settings.server.all_api_keys());
     secrets.extend(settings.approvals.signing_key.clone());
     secrets.extend(settings.conversations.database_password());
+    secrets.extend(settings.conversations.secret_key.clone());
+    secrets.extend(settings.conversations.previous_secret_keys.iter().cloned());
     secrets.extend(crate::webhooks::config::secrets(&settings.webhooks));
     // Resolved models carry every key they use, whichever source configured them.
     secrets.extend(models.credentials());

@@ -172,6 +172,24 @@ impl Settings {
                 "`conversations.database_url` must start with sqlite: or postgres://".into(),
             ));
         }
+        // An empty key is unset (a Helm chart renders unset values empty).
+        let current = self
+            .conversations
+            .secret_key
+            .iter()
+            .filter(|k| !k.trim().is_empty());
+        let previous = self.conversations.previous_secret_keys.iter().enumerate();
+        let keys = current.map(|k| (k, "secret_key".to_owned()));
+        for (key, name) in
+            keys.chain(previous.map(|(i, k)| (k, format!("previous_secret_keys[{i}]"))))
+        {
+            // The key itself never appears in the message.
+            if let Err(why) = crate::store::sealing::parse_key(key) {
+                return Err(ConfigError::Invalid(format!(
+                    "`conversations.{name}` {why}"
+                )));
+            }
+        }
         if self.server.max_concurrent_requests == Some(0) {
             return Err(ConfigError::Invalid(
                 "`server.max_concurrent_requests` must be at least 1".into(),

@@ -227,6 +227,13 @@ pub struct ConversationSettings {
     /// A conversation created without a title is titled by the LLM after its first answer
     /// (one more LLM call, in the background).
     pub auto_title: bool,
+    /// 32 bytes, base64: the key conversation secrets are sealed with at rest. Unset: with
+    /// SQLite a key generated on first start, kept in `secret.key` beside the database; with
+    /// PostgreSQL required (every replica must seal with one key).
+    pub secret_key: Option<String>,
+    /// Keys sealed with before (base64): what they sealed is still read, and sealed again with
+    /// `secret_key` at start-up.
+    pub previous_secret_keys: Vec<String>,
 }
 
 impl Default for ConversationSettings {
@@ -239,6 +246,8 @@ impl Default for ConversationSettings {
             max_events_per_conversation: 100_000,
             lease_secs: 10.0,
             auto_title: true,
+            secret_key: None,
+            previous_secret_keys: Vec::new(),
         }
     }
 }

@@ -243,6 +243,7 @@ impl Conversations {
     pub async fn recover(self: &Arc<Self>) -> Result<usize, ConversationError> {
         let mut settled = 0;
         loop {
+            let mut unreadable = 0;
             let ids = self
                 .store
                 .orphaned(&[RUNNING], self.store.now(), SWEEP_BATCH)
@@ -267,12 +268,20 @@ impl Conversations {
                         self.settle_stopped_run(row).await.map(|()| 1)
                     }
                     Ok(_) => Ok(0),
+                    // One conversation no configured key opens must not stop the others (or
+                    // start-up): it stays as it is, and is refused, named, when used.
+                    Err(e @ StoreError::Sealed { .. }) => {
+                        tracing::error!(conversation = %id, error = %e, "a stopped run cannot be settled");
+                        unreadable += 1;
+                        Ok(0)
+                    }
                     Err(e) => Err(e.into()),
                 };
                 self.release(id).await;
                 settled += result?;
             }
-            if found < SWEEP_BATCH as usize {
+            // A batch of nothing but unreadable rows would be found again, for ever.
+            if found < SWEEP_BATCH as usize || unreadable >= found {
                 return Ok(settled);
             }
         }

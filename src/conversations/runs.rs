@@ -148,11 +148,17 @@ impl Conversations {
 
     /// Cuts the run now, on whichever replica runs it; returns once it has stopped.
     pub async fn interrupt(self: &Arc<Self>, id: Uuid) -> Result<(), ConversationError> {
-        let row = self.row(id).await?;
+        // The status alone: a conversation whose secrets no key opens can still be stopped
+        // and deleted.
+        let status = self
+            .store
+            .status(id)
+            .await?
+            .ok_or(ConversationError::NotFound(id))?;
         if let Some(live) = self.live_run(id) {
             live.control.interrupt();
             live.finished().await;
-        } else if row.status == RUNNING {
+        } else if status == RUNNING {
             self.send_to_owner(id, INTERRUPT, json!({})).await?;
             self.wait_stopped(id, INTERRUPT_WAIT).await;
         }

@@ -212,7 +212,7 @@ impl Sandbox {
             .collect();
         let protected = protected
             .iter()
-            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter_map(|p| rules::canonical_or_planned(p))
             .collect();
         let base_dir = create_base_dir()?;
         let walled_ports = walled_ports.to_vec();

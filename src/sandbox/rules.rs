@@ -91,6 +91,27 @@ pub(super) fn build(plan: &Plan) -> io::Result<OwnedFd> {
         .ok_or_else(|| io::Error::other("the kernel did not create a Landlock ruleset"))
 }
 
+/// A protected path in canonical form, also one that does not exist yet (a database's `-wal`
+/// file before the first write, a data directory made later at start-up): its nearest
+/// existing ancestor resolved and the rest appended. Each call's rules are built when it
+/// starts, so such a path is kept out from the moment it appears.
+pub(super) fn canonical_or_planned(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return Some(real);
+    }
+    let absolute = std::path::absolute(path).ok()?;
+    let mut names = Vec::new();
+    let mut base = absolute.as_path();
+    loop {
+        // A `..` or the root: nothing sensible to append to.
+        names.push(base.file_name()?);
+        base = base.parent()?;
+        if let Ok(real) = std::fs::canonicalize(base) {
+            return Some(names.iter().rev().fold(real, |p, name| p.join(name)));
+        }
+    }
+}
+
 /// Grants `access` beneath `path`, except beneath any of `excluded`.
 fn grant(
     path: &Path,
@@ -167,5 +188,39 @@ mod tests {
         ];
         expected.sort();
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn a_protected_path_that_does_not_exist_yet_is_kept_by_its_real_parent() {
+        let dir = {
+            let d = std::env::temp_dir().join(format!("triage-planned-{}", rand::random::<u64>()));
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        };
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&dir, &link).expect("symlink");
+        let real = std::fs::canonicalize(&dir).expect("canonical");
+        assert_eq!(
+            canonical_or_planned(&link.join("data/triage.db-wal")),
+            Some(real.join("data/triage.db-wal"))
+        );
+        assert_eq!(canonical_or_planned(&link), Some(real.clone()));
+        // A protected directory (a data dir) is cut out whole, with files not yet made in it.
+        std::fs::create_dir_all(real.join("data")).unwrap();
+        std::fs::write(real.join("data/triage.db"), "x").unwrap();
+        std::fs::write(real.join("other"), "x").unwrap();
+        let read = AccessFs::from_read(ABI_HANDLED);
+        let mut out = Vec::new();
+        let excluded = [real.join("data"), real.join("data/triage.db-wal")];
+        grant(&real, read, &excluded, &mut out);
+        out.sort();
+        assert_eq!(
+            out,
+            vec![
+                (real.clone(), BitFlags::from(AccessFs::ReadDir)),
+                (real.join("other"), read),
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -25,6 +25,7 @@ use crate::stateless::{ApprovalSigner, StatelessChat};
 use crate::store::{Backend, Store, StoreOptions};
 use crate::tools::{self, ToolsetStatus};
 
+mod store_files;
 mod toolsets;
 use crate::memory::{protect_process_memory, release_unused};
 use toolsets::{load_tools, own_files};
@@ -195,14 +196,18 @@ async fn open_conversations(
     agent: Arc<Agent>,
 ) -> Result<Arc<Conversations>, StartupError> {
     let c = &settings.conversations;
+    let keys = store_files::secret_keys(c)?;
+    store_files::tighten_data_dir(c);
     let options = StoreOptions {
         max_events_per_conversation: c.max_events_per_conversation,
         outbox: crate::webhooks::outbox_plan(&settings.webhooks, agent.options.max_steps),
+        keys: Arc::new(keys),
         ..StoreOptions::default()
     };
     let store = Store::open(&c.database_url(), options)
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
+    reseal(&store).await?;
     // One SQLite file has one replica: the leases of the process that ran before are its own.
     if store.backend() == Backend::Sqlite {
         store
@@ -245,6 +250,32 @@ async fn open_conversations(
         );
     }
     Ok(conversations)
+}
+
+/// Seals the secrets an older triage stored in clear, and those under a previous key, with the
+/// current key; conversations no configured key opens are named in the log, and refused with
+/// an error naming them when used.
+async fn reseal(store: &Store) -> Result<(), StartupError> {
+    let done = store
+        .reseal()
+        .await
+        .map_err(|e| StartupError::Store(e.to_string()))?;
+    if done.plain > 0 {
+        tracing::info!(
+            conversations = done.plain,
+            "conversation secrets stored in clear by an earlier version are now sealed"
+        );
+    }
+    if done.rotated > 0 {
+        tracing::info!(
+            conversations = done.rotated,
+            "conversation secrets sealed with a previous key are now sealed with conversations.secret_key"
+        );
+    }
+    for (id, reason) in &done.unreadable {
+        tracing::error!(conversation = %id, "conversation secrets cannot be read: {reason}");
+    }
+    Ok(())
 }
 
 pub struct Application {

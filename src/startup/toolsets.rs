@@ -10,8 +10,10 @@ use crate::tools::{self, ToolRegistry, ToolsetStatus};
 
 /// Every file triage reads configuration or credentials from: its config file, the model list,
 /// the TLS key and certificate, HolmesGPT's custom toolset files (`CUSTOM_TOOLSET_LOCATION`,
-/// which deployments shared with HolmesGPT may set) and a credentials file a provider variable
-/// points at. Bash commands may not name them and the sandbox does not let tools read them.
+/// which deployments shared with HolmesGPT may set), a credentials file a provider variable
+/// points at, and the conversation store's data directory, database files and key (other
+/// conversations' secrets). Bash commands may not name them and the sandbox does not let tools
+/// read them.
 pub(super) fn triage_files(settings: &Settings) -> Vec<std::path::PathBuf> {
     let custom_toolsets = std::env::var("CUSTOM_TOOLSET_LOCATION").unwrap_or_default();
     let credential_files = crate::credentials::CREDENTIAL_FILE_ENV_VARS
@@ -37,6 +39,7 @@ pub(super) fn triage_files(settings: &Settings) -> Vec<std::path::PathBuf> {
     )
     .chain(credential_files)
     .chain(settings.holmes.files.iter().cloned())
+    .chain(super::store_files::protected(&settings.conversations))
     .map(|file| std::path::absolute(&file).unwrap_or(file))
     .collect()
 }

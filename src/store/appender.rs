@@ -232,7 +232,7 @@ async fn commit(
                     query = query.bind(*id);
                 }
                 for record in query.fetch_all(&mut *tx).await? {
-                    let row: ConversationRow = record.into_row()?;
+                    let row: ConversationRow = record.into_row_without_secrets()?;
                     rows.insert(row.id, row);
                 }
             }

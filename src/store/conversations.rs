@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::db::{on_pool, placeholders};
 use super::outbox::{Bind, Read, Statement};
+use super::sealing::SecretKeys;
 use super::{
     ConversationQuery, ConversationRow, Page, SortOrder, Store, StoreError, from_micros,
     page_limit, paging, to_i64, to_micros, to_u64,
@@ -45,7 +46,26 @@ fn parse<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> Result<T, 
 }
 
 impl Record {
-    pub(super) fn into_row(self) -> Result<ConversationRow, StoreError> {
+    /// The row as the service reads it: its secrets opened, or `Sealed` naming it.
+    pub(super) fn into_row(self, keys: &SecretKeys) -> Result<ConversationRow, StoreError> {
+        let id = self.id;
+        let mut row = self.into_row_sealed()?;
+        keys.open_config(id, &mut row.config)
+            .map_err(|reason| StoreError::Sealed { id, reason })?;
+        Ok(row)
+    }
+
+    /// The row with its secrets left out, never opened: for webhook snapshots, which show none,
+    /// so that a conversation whose secrets cannot be opened can still be changed and deleted.
+    pub(super) fn into_row_without_secrets(self) -> Result<ConversationRow, StoreError> {
+        let mut row = self.into_row_sealed()?;
+        if let Some(run) = row.config.get_mut("run").and_then(|r| r.as_object_mut()) {
+            run.insert("secrets".into(), serde_json::Value::Array(Vec::new()));
+        }
+        Ok(row)
+    }
+
+    fn into_row_sealed(self) -> Result<ConversationRow, StoreError> {
         Ok(ConversationRow {
             id: self.id,
             title: self.title,
@@ -68,6 +88,23 @@ pub(super) fn is_unique_violation(e: &sqlx::Error) -> bool {
 }
 
 impl Store {
+    fn keys(&self) -> &SecretKeys {
+        &self.inner.options.keys
+    }
+
+    /// The config's text as stored: its secrets sealed under the current key.
+    pub(super) fn sealed_config(
+        &self,
+        id: Uuid,
+        config: &serde_json::Value,
+    ) -> Result<String, StoreError> {
+        let sealed = self
+            .keys()
+            .seal_config(id, config)
+            .map_err(|reason| StoreError::Sealed { id, reason })?;
+        json_text(&sealed)
+    }
+
     /// Inserts a new conversation (its `last_event_id` starts at 0); `Conflict` if the id
     /// exists.
     pub async fn create(&self, row: &ConversationRow) -> Result<(), StoreError> {
@@ -81,7 +118,7 @@ impl Store {
                 Bind::Text(json_text(&row.tags)?),
                 Bind::Text(row.status.clone()),
                 Bind::OptText(row.reason.clone()),
-                Bind::Text(json_text(&row.config)?),
+                Bind::Text(self.sealed_config(row.id, &row.config)?),
                 Bind::Text(json_text(&row.state)?),
                 Bind::Int(to_i64(row.state_event_id)),
                 Bind::Text(json_text(&row.stats)?),
@@ -100,7 +137,16 @@ impl Store {
             .bind(id)
             .fetch_optional(pool)
             .await?);
-        record.map(Record::into_row).transpose()
+        record.map(|r| r.into_row(self.keys())).transpose()
+    }
+
+    /// The conversation's status alone (nothing to open).
+    pub async fn status(&self, id: Uuid) -> Result<Option<String>, StoreError> {
+        let sql = "SELECT status FROM conversations WHERE id = $1";
+        Ok(on_pool!(&self.inner.db, pool => sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_optional(pool)
+            .await?))
     }
 
     /// One answer per id, in order; `None` for unknown ids.
@@ -119,7 +165,7 @@ impl Store {
                 query.fetch_all(pool).await?
             });
             for record in records {
-                let row = record.into_row()?;
+                let row = record.into_row(self.keys())?;
                 found.insert(row.id, row);
             }
         }
@@ -231,7 +277,7 @@ impl Store {
             sql: "UPDATE conversations SET config = $2, updated_at = $3 WHERE id = $1".into(),
             binds: vec![
                 Bind::Uuid(id),
-                Bind::Text(json_text(config)?),
+                Bind::Text(self.sealed_config(id, config)?),
                 Bind::Int(to_micros(updated_at)),
             ],
         };
@@ -292,7 +338,7 @@ impl Store {
         });
         let mut items = records
             .into_iter()
-            .map(Record::into_row)
+            .map(|r| r.into_row(self.keys()))
             .collect::<Result<Vec<_>, _>>()?;
         let next_page_id = if items.len() as i64 > limit {
             items.truncate(limit as usize);

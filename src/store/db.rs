@@ -1,7 +1,8 @@
 //! The two backends: opening them (connection settings, migrations) and running one body of
 //! code against either.
 
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -62,7 +63,9 @@ impl Db {
                 // commit to cover that too, at several times the cost.
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(WAIT);
-            create_parent_dir(options.get_filename())?;
+            if let Some(file) = sqlite_file(url) {
+                prepare_sqlite_file(&file)?;
+            }
             let pool = SqlitePoolOptions::new()
                 .max_connections(8)
                 .acquire_timeout(WAIT)
@@ -106,17 +109,78 @@ impl Db {
     }
 }
 
-fn create_parent_dir(file: &Path) -> Result<(), StoreError> {
-    // In-memory databases are named `file:…`, with no directory to create.
-    if file.to_string_lossy().starts_with("file:") {
+/// The file of a `sqlite:` URL; `None` for another backend or an in-memory database.
+pub fn sqlite_file(url: &str) -> Option<PathBuf> {
+    if !url.starts_with("sqlite:") {
+        return None;
+    }
+    let options = SqliteConnectOptions::from_str(url).ok()?;
+    let file = options.get_filename();
+    // In-memory databases are named `file:…` (or `:memory:`), with no file to protect.
+    let name = file.to_string_lossy();
+    if name.starts_with("file:") || name == ":memory:" || name.is_empty() {
+        return None;
+    }
+    Some(file.to_path_buf())
+}
+
+/// The files SQLite keeps beside a database (`-wal`, `-shm` in WAL mode, `-journal` when it
+/// is switched back), each with the database's own mode.
+pub fn sqlite_companions(file: &Path) -> Vec<PathBuf> {
+    ["-wal", "-shm", "-journal"]
+        .iter()
+        .map(|suffix| {
+            let mut name = file.as_os_str().to_owned();
+            name.push(suffix);
+            PathBuf::from(name)
+        })
+        .collect()
+}
+
+/// Creates `dir` and the directories above it that are missing, each mode 0700: they hold
+/// the conversations and their key. Existing directories keep their mode.
+pub fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());
     }
-    match file.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir).map_err(|e| {
-            StoreError::Config(format!("cannot create directory {}: {e}", dir.display()))
-        }),
-        _ => Ok(()),
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| StoreError::Config(format!("cannot create directory {}: {e}", dir.display())))
+}
+
+/// Before SQLite opens `file`: its directory made (0700), the file created 0600 if new, and
+/// an existing one (and its companions) made 0600. SQLite creates the WAL and shared-memory
+/// files with the database's mode, so they follow it; the process's umask would otherwise
+/// leave all three readable by every user of the host.
+fn prepare_sqlite_file(file: &Path) -> Result<(), StoreError> {
+    if let Some(dir) = file.parent() {
+        create_private_dir(dir)?;
     }
+    let private = |e: std::io::Error, path: &Path| {
+        StoreError::Config(format!(
+            "cannot make {} private (0600): {e}",
+            path.display()
+        ))
+    };
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(file)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(private(e, file)),
+    }
+    for path in std::iter::once(file.to_path_buf()).chain(sqlite_companions(file)) {
+        match std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(private(e, &path)),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// `$start, $start+1, …` for `count` parameters.

@@ -6,7 +6,9 @@
 //! [`appender`] the group-commit task every append goes through, [`listener`] PostgreSQL's
 //! LISTEN/NOTIFY, [`leases`] which replica runs a conversation and the commands queued for
 //! it, [`paging`] the opaque page ids, [`outbox`] and [`deliveries`] the webhook deliveries
-//! written with the changes they report and their sending.
+//! written with the changes they report and their sending, [`sealing`] the conversation
+//! secrets sealed at rest and [`reseal`] sealing rows written before that or under an older
+//! key.
 
 mod appender;
 mod conversations;
@@ -18,6 +20,8 @@ mod listener;
 pub mod outbox;
 mod paging;
 mod replies;
+mod reseal;
+pub mod sealing;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -30,10 +34,13 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use db::Db;
+pub use db::{create_private_dir, sqlite_companions, sqlite_file};
 pub use deliveries::{Delivery, DeliveryQuery, Failure, QueueStats, RetryError};
 pub use leases::{Lease, QueuedCommand};
 pub use outbox::{Change, OutboxPlan, OutboxReceiver};
 pub use replies::{Inbound, ReplyState, ReplyToken, token_hash};
+pub use reseal::Resealed;
+pub use sealing::{SealError, SecretKeys};
 
 /// The PostgreSQL channel of "conversation X has events up to N" (payload `uuid:seq`).
 pub const NOTIFY_CHANNEL: &str = "triage_events";
@@ -55,6 +62,10 @@ pub enum StoreError {
     /// A `page_id` this store did not hand out (or one for another sort order).
     #[error("invalid page_id")]
     InvalidPageId,
+    /// The conversation's secrets do not open with the configured keys: the row is refused
+    /// whole rather than read without them.
+    #[error("conversation {id}: its secrets cannot be read: {reason}")]
+    Sealed { id: Uuid, reason: SealError },
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -73,6 +84,9 @@ pub struct StoreOptions {
     pub commit_interval: Duration,
     /// The webhook receivers every change owes deliveries to (`outbox`); none: no outbox rows.
     pub outbox: Option<Arc<OutboxPlan>>,
+    /// What conversation secrets are sealed with (`sealing`); the default is a key of this
+    /// process alone, which is enough for tests and in-memory databases only.
+    pub keys: Arc<SecretKeys>,
 }
 
 impl Default for StoreOptions {
@@ -81,6 +95,7 @@ impl Default for StoreOptions {
             max_events_per_conversation: 100_000,
             commit_interval: Duration::ZERO,
             outbox: None,
+            keys: Arc::new(SecretKeys::ephemeral()),
         }
     }
 }

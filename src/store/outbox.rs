@@ -375,7 +375,7 @@ impl Store {
                 record = sqlx::query_as(&select).bind(id).fetch_optional(&mut *tx).await?;
             }
             if let Some(record) = record.filter(|_| written > 0) {
-                let row = record.into_row()?;
+                let row = record.into_row_without_secrets()?;
                 let change = Change::of_row(&row, status.unwrap_or(&row.status));
                 for insert in inserts(plan.snapshots(&row, &change)?, now) {
                     run_statement!(&mut *tx, insert)?;

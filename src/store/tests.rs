@@ -112,6 +112,9 @@ on_both!(
     one_replica_holds_a_lease_and_takes_its_commands,
     deliveries_are_written_with_their_change,
     one_claimer_sends_each_delivery_in_queue_order,
+    secrets_are_sealed_in_the_row_and_opened_on_every_read,
+    rows_of_older_versions_are_read_and_sealed_when_resealed,
+    another_key_is_refused_naming_the_conversation_and_rotation_reseals,
 );
 
 fn at(seconds: i64) -> DateTime<Utc> {
@@ -327,11 +330,17 @@ use outbox_tests::{
     deliveries_are_written_with_their_change, one_claimer_sends_each_delivery_in_queue_order,
 };
 mod paging_tests;
+mod sealing_tests;
 use paging_tests::{
     a_reopened_store_sees_everything, conversations_page_by_status_and_sort_order,
     event_pages_follow_filters_both_ways,
     retention_deletes_old_conversations_in_the_given_statuses, subscribers_hear_of_every_commit,
     the_event_cap_is_enforced_per_append,
+};
+use sealing_tests::{
+    another_key_is_refused_naming_the_conversation_and_rotation_reseals,
+    rows_of_older_versions_are_read_and_sealed_when_resealed,
+    secrets_are_sealed_in_the_row_and_opened_on_every_read,
 };
 
 /// Waits for the announcement `(id, seq)` or fails after 10 s.

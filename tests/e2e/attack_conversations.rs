@@ -218,7 +218,7 @@ async fn a_title_with_nul_is_refused_on_postgres() {
     let Some(database) = crate::conversations_pg::fresh_database().await else {
         return;
     };
-    let config = format!("[conversations]\ndatabase_url = \"{database}\"\n");
+    let config = crate::conversations_pg::pg_store_toml(&database);
     hostile_titles(&crate::helpers::spawn_app_with(&config).await).await;
 }
 
@@ -264,7 +264,7 @@ async fn a_nul_in_a_query_is_refused_on_postgres() {
     let Some(database) = crate::conversations_pg::fresh_database().await else {
         return;
     };
-    let config = format!("[conversations]\ndatabase_url = \"{database}\"\n");
+    let config = crate::conversations_pg::pg_store_toml(&database);
     nul_queries(&crate::helpers::spawn_app_with(&config).await).await;
 }
 

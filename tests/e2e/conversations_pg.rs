@@ -9,6 +9,15 @@ use crate::helpers::{TestApp, spawn_app_layers};
 
 const POSTGRES_VAR: &str = "POSTGRES_TEST_URL";
 
+/// The key conversation secrets are sealed with on PostgreSQL, which triage requires there
+/// (every replica must use one key): the same for every test replica.
+pub(crate) const PG_SECRET_KEY: &str = "dHJpYWdlLWUyZS1wb3N0Z3Jlcy1zZWNyZXQta2V5ISE=";
+
+/// The `[conversations]` table of an app on PostgreSQL database `url`.
+pub(crate) fn pg_store_toml(url: &str) -> String {
+    format!("[conversations]\ndatabase_url = \"{url}\"\nsecret_key = \"{PG_SECRET_KEY}\"\n")
+}
+
 /// A new PostgreSQL database of its own on the test server, or `None` (with a note) when
 /// `POSTGRES_TEST_URL` is not set.
 pub(crate) async fn fresh_database() -> Option<String> {
@@ -34,7 +43,7 @@ pub(crate) async fn fresh_database() -> Option<String> {
 /// own, so a test sees only its own conversations.
 pub(crate) async fn postgres_app(extra: &str) -> Option<TestApp> {
     let url = fresh_database().await?;
-    let store = format!("[conversations]\ndatabase_url = \"{url}\"\n");
+    let store = pg_store_toml(&url);
     Some(spawn_app_layers(&[extra, &store]).await)
 }
 

@@ -26,8 +26,10 @@ fn config(llm: &FakeLlm, database: &str, port: u16) -> PathBuf {
          [toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n\
          [llm]\nretry_max_attempts = 1\n\
          [conversations]\ndatabase_url = \"{database}\"\nlease_secs = 1.5\nauto_title = false\n\
+         secret_key = \"{key}\"\n\
          [models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n",
-        llm.base_url()
+        llm.base_url(),
+        key = crate::conversations_pg::PG_SECRET_KEY,
     );
     std::fs::write(&path, text).unwrap();
     path

@@ -58,6 +58,8 @@ mod secret_masking;
 mod security;
 mod slow_clients;
 mod soak;
+mod store_files;
+mod store_keys;
 mod streaming;
 mod structured_output;
 mod tool_results;

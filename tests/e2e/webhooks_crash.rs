@@ -169,8 +169,10 @@ async fn two_replicas_send_each_delivery_once() {
             "[server]\nport = {port}\n[toolsets.kubernetes]\nenabled = false\n\
              [toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n\
              [conversations]\ndatabase_url = \"{database}\"\nauto_title = false\n\
+             secret_key = \"{key}\"\n\
              [models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n{hooks}",
-            llm.base_url()
+            llm.base_url(),
+            key = crate::conversations_pg::PG_SECRET_KEY,
         );
         std::fs::write(&config, text).unwrap();
         replicas.push((port, serve(&config, port).await));

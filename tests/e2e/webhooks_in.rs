@@ -69,7 +69,7 @@ pub(crate) async fn token_of(receiver: &Receiver, id: &str, status: &str, n: usi
 
 pub(crate) async fn app_with(receiver: &Receiver, database: Option<&str>) -> TestApp {
     let store = database
-        .map(|url| format!("[conversations]\ndatabase_url = \"{url}\"\n"))
+        .map(crate::conversations_pg::pg_store_toml)
         .unwrap_or_default();
     spawn_app_with(&format!(
         "{store}{}",

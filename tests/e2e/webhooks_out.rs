@@ -88,7 +88,8 @@ async fn every_change_arrives_on_postgres() {
     };
     let receiver = Receiver::down(SECRET);
     let app = spawn_app_with(&format!(
-        "[conversations]\ndatabase_url = \"{database}\"\n{}",
+        "{}{}",
+        crate::conversations_pg::pg_store_toml(&database),
         receiver_toml(&receiver.url(), "")
     ))
     .await;
