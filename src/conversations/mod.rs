@@ -134,6 +134,25 @@ impl Conversations {
 
     /// What the conversation's runs mask their events with (the server's secrets and the
     /// conversation's), for what it logs outside a run: the messages sent to it.
+    /// The masker of conversation `id`'s log: its live run's, else one from its stored config;
+    /// the server's alone when the conversation cannot be read (its secrets are then unknown).
+    pub(crate) async fn log_masker(&self, id: Uuid) -> RunMasker {
+        if let Some(live) = self.live_run(id) {
+            return live.masker.clone();
+        }
+        match self
+            .row(id)
+            .await
+            .and_then(|row| from_json::<StoredConfig>(&row.config))
+        {
+            Ok(config) => self.masker(&config),
+            Err(_) => RunMasker::new(
+                self.agent.masker.clone(),
+                SecretMasker::new(Vec::<String>::new()),
+            ),
+        }
+    }
+
     fn masker(&self, config: &StoredConfig) -> RunMasker {
         RunMasker::new(
             self.agent.masker.clone(),

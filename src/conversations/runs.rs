@@ -25,7 +25,7 @@ use crate::store::{ConversationRow, NewEvent, ReplyToken, Store, StoreError};
 pub struct LiveRun {
     pub(super) control: RunControl,
     /// The run's masker: a message sent to the run is logged masked as its events are.
-    masker: RunMasker,
+    pub(super) masker: RunMasker,
     done: watch::Receiver<bool>,
 }
 

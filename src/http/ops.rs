@@ -77,7 +77,19 @@ pub async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
             .tools
             .sandbox()
             .map(crate::sandbox::Sandbox::describe),
-        mcp_servers: state.agent.tools.mcp_statuses(),
+        // A server's last error quotes its stderr and URLs: through the masker.
+        mcp_servers: state
+            .agent
+            .tools
+            .mcp_statuses()
+            .into_iter()
+            .map(|mut status| {
+                if let Some(error) = status.last_error.as_mut() {
+                    state.agent.masker.mask(error);
+                }
+                status
+            })
+            .collect(),
         tool_definitions: state.agent.tools.definitions_report(),
     })
 }

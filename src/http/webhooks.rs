@@ -44,7 +44,13 @@ pub struct DeliveryPage {
     pub next_page_id: Option<String>,
 }
 
-fn view(d: Delivery) -> DeliveryView {
+/// A delivery as the API shows it; the receiver's answer in `last_error` may echo what it was
+/// sent (a header, a body), so it passes the masker.
+fn view(d: Delivery, masker: &crate::agent::SecretMasker) -> DeliveryView {
+    let last_error = d.last_error.map(|mut e| {
+        masker.mask(&mut e);
+        e
+    });
     DeliveryView {
         id: d.id,
         receiver: d.receiver,
@@ -56,7 +62,7 @@ fn view(d: Delivery) -> DeliveryView {
         event_count: d.event_count,
         created_at: d.created_at,
         next_attempt_at: d.next_attempt_at,
-        last_error: d.last_error,
+        last_error,
         last_status: d.last_status,
     }
 }
@@ -103,7 +109,11 @@ pub async fn list(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Res
     }
     match state.conversations.store().deliveries(&q).await {
         Ok(page) => Json(DeliveryPage {
-            items: page.items.into_iter().map(view).collect(),
+            items: page
+                .items
+                .into_iter()
+                .map(|d| view(d, &state.agent.masker))
+                .collect(),
             next_page_id: page.next_page_id,
         })
         .into_response(),
@@ -117,7 +127,7 @@ pub async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> Res
         return bad_query(format!("'{id}' is not a delivery id (a UUID)"));
     };
     match state.conversations.store().retry_delivery(id).await {
-        Ok(delivery) => Json(view(delivery)).into_response(),
+        Ok(delivery) => Json(view(delivery, &state.agent.masker)).into_response(),
         Err(RetryError::NotFound) => ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no undelivered webhook delivery has id {id}"),

@@ -300,7 +300,10 @@ impl Inbound {
     /// The conversation's log shows every authenticated event: who sent what, when, and
     /// what came of it.
     async fn audit(&self, req: &Request, outcome: &str, received: DateTime<Utc>) {
-        let event = NewEvent {
+        let id = req.conversation_id;
+        // Masked like every other logged event: a message's text may quote a secret.
+        let masker = self.conversations.log_masker(id).await;
+        let mut event = NewEvent {
             kind: "webhook".into(),
             source: "user".into(),
             timestamp: Utc::now(),
@@ -313,7 +316,7 @@ impl Inbound {
                 "outcome": outcome,
             }),
         };
-        let id = req.conversation_id;
+        masker.mask(&mut event.payload);
         if let Err(e) = self.conversations.store().append(id, vec![event]).await {
             tracing::warn!(conversation = %id, error = %e, "cannot log an inbound webhook event");
         }

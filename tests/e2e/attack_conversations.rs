@@ -287,3 +287,39 @@ async fn nul_queries(app: &TestApp) {
         .await;
     assert_eq!(status, 200, "only NUL is refused");
 }
+
+/// An inbound webhook event is logged as received, for the audit: a `message` whose text
+/// quotes the conversation's secret was once stored (and replayed, forked, delivered) in clear.
+#[tokio::test]
+async fn an_inbound_webhook_event_is_logged_masked() {
+    const SECRET_VALUE: &str = "conv-secret-5551234";
+    let receiver = Receiver::up(SECRET).await;
+    let app = app_with(&receiver, None).await;
+    let marker = tool_writable_dir("attack-inbound-mask").join("never");
+    app.llm.push(Step::tools(vec![(
+        "call_wait",
+        "bash",
+        json!({"command": format!("touch {}", marker.display())}),
+    )]));
+    let (status, created) = post(
+        &app,
+        "/api/conversations",
+        json!({"initial_message": {"content": "fix it"}, "secrets": {"k": SECRET_VALUE}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    wait_status(&app, &id, "waiting_for_confirmation").await;
+    let token = token_of(&receiver, &id, "waiting_for_confirmation", 0).await;
+    let event = json!({"event_key": "message", "data": {"content": format!("use {SECRET_VALUE}")}});
+    let _ = answer(&app, &id, "waiting_for_confirmation", &token, event).await;
+    let (_, events) = app
+        .get_json(&format!("/api/conversations/{id}/events/search"))
+        .await;
+    let text = events.to_string();
+    assert!(
+        text.contains("\"webhook\""),
+        "no webhook event logged: {text}"
+    );
+    assert!(!text.contains(SECRET_VALUE), "{text}");
+}
