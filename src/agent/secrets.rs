@@ -197,11 +197,13 @@ pub fn remember_issued(secret: &str) {
 /// tool may print the key re-wrapped or quoted, never line for line as configured.
 const MIN_SECRET_LINE_LEN: usize = 16;
 
-/// A secret as configured, as it appears inside a JSON string (a key file printed whole), and,
+/// A secret as configured, as it appears inside a JSON string (a key file printed whole; as
+/// serde_json writes it, and as Go's encoding/json and Python's json.dumps do, which also
+/// escape `<`, `>`, `&` and non-ASCII: kubectl's `-o json`, Go and Python MCP servers), and,
 /// for a multi-line one, each of its long lines.
 fn with_variants(secret: &str) -> Vec<String> {
     let mut out = vec![secret.to_owned()];
-    if secret.contains(['\n', '\r', '"', '\\']) {
+    if secret.contains(['\n', '\r', '"', '\\']) || secret.chars().any(char::is_control) {
         let escaped = serde_json::Value::String(secret.to_owned()).to_string();
         out.push(escaped[1..escaped.len() - 1].to_owned());
         out.extend(
@@ -212,12 +214,54 @@ fn with_variants(secret: &str) -> Vec<String> {
                 .map(str::to_owned),
         );
     }
+    let ascii = ascii_json_escaped(secret);
+    if !out.contains(&ascii) {
+        out.push(ascii);
+    }
+    out
+}
+
+/// `secret` inside a JSON string written ASCII-only with HTML characters escaped (Go's
+/// encoding/json; Python's json.dumps escapes the non-ASCII alike).
+fn ascii_json_escaped(secret: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(secret.len());
+    for c in secret.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c if c.is_ascii_control() || !c.is_ascii() => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_masked_as_go_and_python_escape_them_in_json() {
+        let m = SecretMasker::new(["p&ssw0rd<1>".to_owned(), "mot-de-passé".to_owned()]);
+        let mut go = r#"{"password":"p\u0026ssw0rd\u003c1\u003e"}"#.to_owned();
+        m.mask(&mut go);
+        assert_eq!(go, r#"{"password":"<secret-hidden>"}"#);
+        let mut python = r#"{"p": "mot-de-pass\u00e9"}"#.to_owned();
+        m.mask(&mut python);
+        assert_eq!(python, r#"{"p": "<secret-hidden>"}"#);
+    }
 
     #[test]
     fn masks_every_occurrence_longest_first() {
