@@ -339,19 +339,6 @@ impl Sandbox {
         rules::build(&plan).map_err(io_error("building the Landlock rules"))
     }
 
-    /// A sandbox whose tools keep the test process's uid (root here): what confines them is
-    /// Landlock alone, since root passes every permission check.
-    #[cfg(test)]
-    pub(crate) fn keeping_uid_for_tests(
-        settings: &SandboxSettings,
-        protected: &[PathBuf],
-    ) -> Sandbox {
-        // SAFETY: geteuid/getegid only read the process's credentials.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        Sandbox::with_identity(settings, protected, &[], Identity::Same { uid, gid })
-            .expect("a sandbox keeping the uid")
-    }
-
     /// The default sandbox, for tests.
     #[cfg(test)]
     pub(crate) fn for_tests() -> Sandbox {

@@ -50,6 +50,14 @@ pub(super) fn announcer(
     }
 }
 
+/// Whether the second wall is up, or why not.
+fn peer_state(peer_check: &Result<Option<Arc<PeerCheck>>, String>) -> Result<bool, String> {
+    peer_check
+        .as_ref()
+        .map(Option::is_some)
+        .map_err(Clone::clone)
+}
+
 fn describe(
     ports: &[u16],
     thread: Option<&ThreadWall>,
@@ -103,11 +111,7 @@ impl Sandbox {
         if inner.walled_ports.is_empty() {
             return None;
         }
-        let peer = inner
-            .peer_check
-            .as_ref()
-            .map(Option::is_some)
-            .map_err(Clone::clone);
+        let peer = peer_state(&inner.peer_check);
         Some(describe(&inner.walled_ports, inner.spawner.wall(), &peer))
     }
 

@@ -58,7 +58,7 @@ impl PeerCheck {
         let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
         let client = std::net::TcpStream::connect(listener.local_addr()?)?;
         let (_server, client_addr) = listener.accept()?;
-        let owner = self.owner(client_addr, client.peer_addr()?)?;
+        let owner = self.owner(unmapped(client_addr), unmapped(client.peer_addr()?))?;
         // SAFETY: geteuid only reads the calling process's credentials.
         let me = unsafe { libc::geteuid() };
         match owner.map(|o| o.uid) {
@@ -72,9 +72,9 @@ impl PeerCheck {
 
     /// Who owns the client end of the connection `client` → `server` (as accepted).
     pub fn classify(&self, client: SocketAddr, server: SocketAddr) -> io::Result<Peer> {
+        let (client, server) = (unmapped(client), unmapped(server));
         // Loopback, or the address the connection came in on: the client is on this host.
-        let local =
-            unmapped(client).ip().is_loopback() || unmapped(client).ip() == unmapped(server).ip();
+        let local = client.ip().is_loopback() || client.ip() == server.ip();
         Ok(match self.owner(client, server)? {
             Some(Owner { uid, .. }) if uid == self.tools_uid => Peer::Tool,
             Some(Owner { inode: 0, .. }) if local => Peer::Unattributed,
@@ -83,10 +83,9 @@ impl PeerCheck {
         })
     }
 
-    /// The owner of the socket bound to `client` and connected to `server`; `None` when this
-    /// host has no such socket.
+    /// The owner of the socket bound to `client` and connected to `server` (both unmapped);
+    /// `None` when this host has no such socket.
     fn owner(&self, client: SocketAddr, server: SocketAddr) -> io::Result<Option<Owner>> {
-        let (client, server) = (unmapped(client), unmapped(server));
         let found = self.ask(client, server)?;
         if found.is_some() || !(client.is_ipv4() && server.is_ipv4()) {
             return Ok(found);

@@ -237,17 +237,20 @@ impl Tool for HttpTool {
 
 /// The template's host (and port) as an anchored pattern: literal text as written (lowercase,
 /// as URL parsing normalises hosts), each `{{ … }}` one DNS label.
-/// Whether the model's values fill in part of the URL's host or port.
-fn authority_has_placeholder(url: &str) -> bool {
+/// A URL template's host and port, as written (placeholders included).
+fn authority_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    rest[..end].contains("{{")
+    &rest[..end]
+}
+
+/// Whether the model's values fill in part of the URL's host or port.
+fn authority_has_placeholder(url: &str) -> bool {
+    authority_of(url).contains("{{")
 }
 
 fn authority_pattern(url: &str) -> Result<regex::Regex, String> {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..end];
+    let authority = authority_of(url);
     if authority.contains('@') {
         return Err(format!(
             "`url` {url}: credentials in the URL are not allowed"
