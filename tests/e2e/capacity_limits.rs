@@ -78,15 +78,7 @@ async fn limits_an_exhausted_memory_budget_sheds_with_503_naming_memory() {
     // Probes always answer, and the metrics say why requests were shed.
     assert_eq!(app.get_json("/healthz").await.0, 200);
     assert_eq!(app.get_json("/readyz").await.0, 200);
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("triage_load_shed_total{resource=\"memory\"}"),
         "{metrics}"

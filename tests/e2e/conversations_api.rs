@@ -40,6 +40,18 @@ pub(crate) async fn create(app: &TestApp, body: Value) -> String {
     info["id"].as_str().unwrap().to_owned()
 }
 
+/// Approves every pending call of `id` and reads its stream until it is `finished`.
+pub(crate) async fn approve_until_finished(app: &TestApp, id: &str) -> Vec<Frame> {
+    let (status, body) = post(
+        app,
+        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
+        json!({"accept": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    frames_until(app, id, None, state_is("finished")).await
+}
+
 /// Reads the stream (from `after`) until a frame satisfies `until`; every frame read.
 pub(crate) async fn frames_until(
     app: &TestApp,
@@ -222,14 +234,7 @@ async fn approval_flow(app: &TestApp) {
     assert_eq!(status, 409, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("confirmation"));
 
-    let (status, body) = post(
-        app,
-        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
-        json!({"accept": true}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    frames_until(app, &id, None, state_is("finished")).await;
+    approve_until_finished(app, &id).await;
     assert!(dir.join("confirmed").exists());
     let (status, _) = post(
         app,

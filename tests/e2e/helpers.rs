@@ -249,6 +249,18 @@ impl TestApp {
         (status, json_body(resp).await)
     }
 
+    /// The text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics body")
+    }
+
     /// The messages of the n-th request the fake LLM received.
     pub fn llm_messages(&self, n: usize) -> Vec<Value> {
         self.llm.requests()[n]["messages"]
@@ -353,4 +365,22 @@ pub async fn wait_until_ready(client: &reqwest::Client, base: &str) {
 pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local address").port()
+}
+
+/// A self-signed certificate for `localhost` and its key, written into `dir` by openssl.
+pub fn self_signed_cert(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl is installed");
+    assert!(status.success());
+    (cert, key)
 }

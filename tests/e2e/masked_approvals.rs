@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::conversations_api::{create, frames_until, post, state_is};
+use crate::conversations_api::{approve_until_finished, create, frames_until, state_is};
 use crate::helpers::{TestApp, spawn_app_with};
 use crate::webhook_receiver::{Got, Receiver};
 use crate::webhooks_out::{SECRET, receiver_toml};
@@ -115,14 +115,7 @@ async fn an_expanded_key_is_hidden_wherever_a_waiting_call_is_shown() {
         );
         assert_hidden(VENDOR_KEY, "GET conversation", &info.to_string());
 
-        let (status, body) = post(
-            &app,
-            &format!("/api/conversations/{id}/events/respond_to_confirmation"),
-            json!({"accept": true}),
-        )
-        .await;
-        assert_eq!(status, 200, "{body}");
-        let frames = frames_until(&app, &id, None, state_is("finished")).await;
+        let frames = approve_until_finished(&app, &id).await;
         // The approved call ran the real command; its output is masked as before.
         let result = frames
             .iter()

@@ -147,19 +147,7 @@ async fn both_walls_keep_a_hostile_mcp_server_from_approving_its_own_call() {
 #[tokio::test]
 async fn the_peer_uid_check_alone_holds_on_tls_too() {
     let dir = tool_writable_dir("network-wall-tls");
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let made = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args(["-subj", "/CN=localhost", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl is installed");
-    assert!(made.success());
+    let (cert, key) = crate::helpers::self_signed_cert(&dir);
     let port = free_port();
     let tls = format!(
         "tls_cert_file = \"{}\"\ntls_key_file = \"{}\"",
@@ -189,15 +177,7 @@ async fn the_peer_uid_check_alone_holds_on_tls_too() {
     assert_nothing_got_through(&report, "peer uid check");
     // The kernel let the connections through; triage closed them.
     assert!(report.contains(" closed"), "{report}");
-    let metrics = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = app.metrics().await;
     assert!(
         metrics.contains("triage_tool_connections_refused_total{peer=\"tool\"}"),
         "{metrics}"

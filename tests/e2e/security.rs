@@ -376,27 +376,7 @@ async fn cors_is_off_by_default_and_follows_the_allow_list() {
 async fn serves_tls_from_pem_files() {
     let dir = crate::helpers::scratch().join(format!("tls-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
-    let status = std::process::Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-        ])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .expect("openssl is installed");
-    assert!(status.success());
+    let (cert, key) = crate::helpers::self_signed_cert(&dir);
     let llm = FakeLlm::start().await;
     let settings = Settings::from_toml(&format!(
         "[server]\nhost = \"127.0.0.1\"\nport = 0\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n[toolsets.kubernetes]\nenabled = false\n[models.fake]\nmodel = \"openai/m\"\napi_base = \"{}\"\n",

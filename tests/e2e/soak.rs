@@ -336,15 +336,7 @@ fn settled_rss_kib() -> u64 {
 }
 
 async fn active_streams(app: &TestApp) -> f64 {
-    let text = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
+    let text = app.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix("triage_sse_streams_active "))
         .map_or(0.0, |v| v.trim().parse().expect("gauge value"))

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use crate::conversations_api::{create, frames_until, post, state_is};
+use crate::conversations_api::{approve_until_finished, create, frames_until, post, state_is};
 use crate::helpers::{TestApp, scratch, spawn_app_layers};
 use fake_llm::Step;
 
@@ -185,14 +185,7 @@ async fn another_conversations_secrets_are_out_of_reach_of_tools() {
     )
     .await;
     frames_until(&app, &id, None, state_is("waiting_for_confirmation")).await;
-    let (status, body) = post(
-        &app,
-        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
-        json!({"accept": true}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let frames = frames_until(&app, &id, None, state_is("finished")).await;
+    let frames = approve_until_finished(&app, &id).await;
     let result = frames
         .iter()
         .find(|f| f.name == "tool_calling_result")

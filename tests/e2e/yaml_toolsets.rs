@@ -402,7 +402,7 @@ url = "{api}/{{{{ path }}}}"
 
 #[tokio::test]
 async fn a_server_side_conversation_waits_for_a_yaml_tool_approval() {
-    use crate::conversations_api::{create, frames_until, post, state_is};
+    use crate::conversations_api::{approve_until_finished, create, frames_until, state_is};
     let app = app_with(&["holmes/script_tools.yaml"]).await;
     let dir = crate::helpers::tool_writable_dir("yaml-conversation");
     app.llm.push(Step::tool(
@@ -421,14 +421,7 @@ async fn a_server_side_conversation_waits_for_a_yaml_tool_approval() {
         !dir.join("approved-marker").exists(),
         "nothing ran before the confirmation"
     );
-    let (status, body) = post(
-        &app,
-        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
-        json!({"accept": true}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    frames_until(&app, &id, None, state_is("finished")).await;
+    approve_until_finished(&app, &id).await;
     assert!(
         dir.join("approved-marker").exists(),
         "the confirmed tool ran"
