@@ -9,6 +9,7 @@ use super::Agent;
 use super::canonical::canonical_value;
 use super::event::AgentEvent;
 use super::frontend::DEFAULT_NOOP_RESPONSE;
+use super::repeats::{self, ReplyCalls};
 use super::run::{Emitter, Live};
 use super::setup::RunSetup;
 use super::state::{PendingCall, Waiting};
@@ -110,11 +111,12 @@ impl Agent {
     ) -> Option<AgentEvent> {
         let calls = completion.tool_calls;
         let assistant_index = live.conv.len();
-        let plans: Vec<Plan> = calls
+        let mut reply_calls = ReplyCalls::default();
+        let (plans, guard_keys): (Vec<Plan>, Vec<Option<String>>) = calls
             .iter()
             .enumerate()
-            .map(|(i, call)| self.plan_call(s, live, call, i))
-            .collect();
+            .map(|(i, call)| self.plan_call(s, live, &mut reply_calls, call, i))
+            .unzip();
         live.push(reply);
         live.emit_usage(s);
         if completion.content.is_some() || completion.reasoning.is_some() {
@@ -158,9 +160,12 @@ impl Agent {
             outcomes[i] = Some(outcome);
         }
         let mut pending = Vec::new();
-        for (call, outcome) in calls.into_iter().zip(outcomes) {
+        for ((call, outcome), guard_key) in calls.into_iter().zip(outcomes).zip(guard_keys) {
             match outcome {
-                Some(Outcome::Done { content, .. }) => {
+                Some(Outcome::Done { content, ran }) => {
+                    if let Some(key) = guard_key.filter(|_| ran) {
+                        live.state.repeats.ran(key, &content);
+                    }
                     live.push(Message::tool(&call.id, &call.function.name, content));
                 }
                 Some(Outcome::AwaitingApproval {
@@ -206,16 +211,20 @@ impl Agent {
 
     /// Decides what to do with a call before anything runs: frontend tools, duplicates and
     /// calls over the per-answer cap are answered at once; everything else is run.
-    fn plan_call(&self, s: &RunSetup, live: &mut Live, call: &ToolCall, index: usize) -> Plan {
+    fn plan_call(
+        &self,
+        s: &RunSetup,
+        live: &Live,
+        reply_calls: &mut ReplyCalls,
+        call: &ToolCall,
+        index: usize,
+    ) -> (Plan, Option<String>) {
         let name = &call.function.name;
         let cap = self.options.max_tool_calls_per_answer;
+        // Answered without running: nothing for the duplicate guard to record.
         let answer = |toolset: &str, description: &str, output: ToolOutput| {
-            Plan::Immediate(Box::new(Decided::Done(executed_from(
-                call,
-                toolset,
-                description,
-                output,
-            ))))
+            let done = executed_from(call, toolset, description, output);
+            (Plan::Immediate(Box::new(Decided::Done(done))), None)
         };
         if index >= cap {
             // Every call still gets a result, so the history stays valid for the provider.
@@ -244,9 +253,10 @@ impl Agent {
                 }
             };
             return match tool.mode {
-                FrontendToolMode::Pause => {
-                    Plan::Immediate(Box::new(Decided::FrontendPause(arguments)))
-                }
+                FrontendToolMode::Pause => (
+                    Plan::Immediate(Box::new(Decided::FrontendPause(arguments))),
+                    None,
+                ),
                 FrontendToolMode::Noop => {
                     let text = tool
                         .noop_response
@@ -258,37 +268,40 @@ impl Agent {
         }
         // Read once: for the duplicate guard's key and for the tool.
         let mut read = None;
+        let mut guard_key = None;
         if self.options.duplicate_call_guard {
             let arguments = read.insert(serde_json::from_str::<Value>(&call.function.arguments));
-            let key = match arguments {
+            let canonical = match arguments {
                 Ok(value) => canonical_value(value),
                 // Text that is not JSON is its own canonical form.
                 Err(_) => call.function.arguments.clone(),
             };
-            if !live.state.calls_made.insert((name.clone(), key)) {
-                return answer(
-                    "",
-                    name,
-                    ToolOutput::error(
-                        "Refusing to run this tool call: an identical call (same tool, same arguments) \
-                         already ran in this request. Use its earlier output (or the summary, if the \
-                         history was compacted), or change the arguments.",
-                    ),
-                );
+            let key = repeats::key(name, &canonical);
+            if !reply_calls.first(&key) || live.state.repeats.refuses(&key) {
+                return answer("", name, ToolOutput::error(repeats::REFUSAL));
             }
+            guard_key = Some(key);
         }
         if s.approve_every_call {
-            return Plan::Immediate(Box::new(Decided::AwaitingApproval(self.described(
+            // Recorded when it runs, once approved.
+            let asked = self.described(
                 call,
                 ToolOutput {
                     status: ToolStatus::ApprovalRequired,
                     error: Some("every tool call waits for the user's approval".into()),
                     ..ToolOutput::success("")
                 },
-            ))));
+            );
+            return (
+                Plan::Immediate(Box::new(Decided::AwaitingApproval(asked))),
+                None,
+            );
         }
         let read = read.unwrap_or_else(|| serde_json::from_str(&call.function.arguments));
-        Plan::Execute(tool_arguments(&call.function.arguments, read))
+        (
+            Plan::Execute(tool_arguments(&call.function.arguments, read)),
+            guard_key,
+        )
     }
 
     /// Runs calls concurrently (at most `MAX_PARALLEL_TOOLS` at once: a reply asking for

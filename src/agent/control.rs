@@ -57,7 +57,7 @@ impl RunControl {
         self.inner.interrupt.send_replace(true);
     }
 
-    pub(super) fn pause_requested(&self) -> bool {
+    pub fn pause_requested(&self) -> bool {
         self.inner.pause.load(Ordering::SeqCst)
     }
 

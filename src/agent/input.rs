@@ -17,6 +17,13 @@ pub struct Input {
     pub control: Option<RunControl>,
 }
 
+impl Input {
+    /// Nothing arrives: no message, no decision, no frontend result.
+    pub fn is_empty(&self) -> bool {
+        self.message.is_none() && self.decisions.is_empty() && self.frontend_results.is_empty()
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct UserMessage {
     pub text: String,

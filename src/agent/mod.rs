@@ -20,6 +20,7 @@ mod frontend;
 mod images;
 mod input;
 pub mod mask;
+mod repeats;
 mod resume;
 mod run;
 mod secrets;

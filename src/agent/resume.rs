@@ -9,6 +9,7 @@ use super::calls::{Decided, Job, Outcome};
 use super::canonical::canonical;
 use super::error::RunError;
 use super::input::{Decision, FrontendResult, Verdict};
+use super::repeats;
 use super::run::Live;
 use super::setup::RunSetup;
 use super::state::PendingCall;
@@ -89,10 +90,11 @@ impl Agent {
             // Only a call that ran counts for the duplicate guard: a denied one may be asked
             // for again.
             if ran {
-                live.state.calls_made.insert((
-                    p.call.function.name.clone(),
-                    canonical(&p.call.function.arguments),
-                ));
+                let key = repeats::key(
+                    &p.call.function.name,
+                    &canonical(&p.call.function.arguments),
+                );
+                live.state.repeats.ran(key, &content);
             }
             answered.push((p.message_index, tool_message(&p.call, content)));
         }

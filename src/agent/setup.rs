@@ -135,6 +135,7 @@ impl Agent {
             .map_err(|e| RunError::new(RunErrorKind::TooLarge, e))?;
         state.messages.push(self.user_message(&setup, message)?);
         state.steps = 0;
+        state.repeats.new_turn();
         Ok(())
     }
 

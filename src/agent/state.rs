@@ -1,11 +1,10 @@
 //! Where a run stands, serialisable so a store can persist it and load it back: the messages,
 //! the calls it waits on, the steps and usage of the user's turn, the duplicate guard.
 
-use std::collections::BTreeSet;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::repeats::RepeatGuard;
 use super::usage::UsageLedger;
 use crate::wire::response::Truncation;
 use crate::wire::{Message, ToolCall};
@@ -22,15 +21,27 @@ pub struct RunState {
     pub steps: u32,
     #[serde(default)]
     pub usage: UsageLedger,
-    /// (tool, canonical arguments) of the calls already made: the duplicate-call guard.
+    /// The duplicate-call guard: what the turn's calls returned.
     #[serde(default)]
-    pub calls_made: BTreeSet<(String, String)>,
+    pub repeats: RepeatGuard,
     /// Compaction failed or did not shrink the history: not tried again (each try costs a call).
     #[serde(default)]
     pub compaction_gave_up: bool,
     /// Tool results cut to the per-tool budget.
     #[serde(default)]
     pub truncations: Vec<Truncation>,
+}
+
+impl RunState {
+    /// The turn has its answer: the last message is the model's, asking for no tool, and
+    /// nothing waits.
+    pub fn answered(&self) -> bool {
+        self.pending.is_empty()
+            && self
+                .messages
+                .last()
+                .is_some_and(|m| m.is_role("assistant") && m.tool_calls().is_empty())
+    }
 }
 
 /// A call the run paused on.

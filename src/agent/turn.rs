@@ -111,6 +111,7 @@ impl Agent {
         if let Some(message) = user {
             live.push(message);
             live.state.steps = 0;
+            live.state.repeats.new_turn();
         }
         let control = input.control.clone().unwrap_or_default();
         loop {
@@ -118,6 +119,7 @@ impl Agent {
                 let message = self.user_message(s, &message)?;
                 live.push(message);
                 live.state.steps = 0;
+                live.state.repeats.new_turn();
             }
             if control.pause_requested() {
                 return Ok(AgentEvent::Stopped(StopReason::Paused));

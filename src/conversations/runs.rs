@@ -228,12 +228,12 @@ impl Conversations {
         let started = self.start_held(*row, input, answering).await;
         match started {
             // The live run holds the lease now, not a change.
-            Ok(()) => {
+            Ok(Started::Running) => {
                 self.brief_holds().remove(&id);
             }
-            Err(_) => self.release(id).await,
+            Ok(Started::Answered) | Err(_) => self.release(id).await,
         }
-        started
+        started.map(|_| ())
     }
 
     async fn start_held(
@@ -241,7 +241,7 @@ impl Conversations {
         mut row: ConversationRow,
         input: Input,
         answering: bool,
-    ) -> Result<(), ConversationError> {
+    ) -> Result<Started, ConversationError> {
         let id = row.id;
         if row.status == WAITING && !answering {
             return Err(ConversationError::Conflict(
@@ -260,6 +260,10 @@ impl Conversations {
         }
         let config: StoredConfig = from_json(&row.config)?;
         let state: RunState = from_json(&row.state)?;
+        if row.status == "paused" && input.is_empty() && state.answered() {
+            self.finish_answered(row).await?;
+            return Ok(Started::Answered);
+        }
         let control = RunControl::default();
         let input = Input {
             control: Some(control.clone()),
@@ -298,6 +302,19 @@ impl Conversations {
             }
             this.title_after_first_answer(id);
         });
+        Ok(Started::Running)
+    }
+
+    /// A conversation paused while its answer arrived: the turn is over, `run` finishes it
+    /// without asking the model again.
+    async fn finish_answered(&self, mut row: ConversationRow) -> Result<(), ConversationError> {
+        row.status = "finished".into();
+        row.reason = None;
+        row.updated_at = Utc::now();
+        self.store.update(&row).await?;
+        self.store
+            .append(row.id, vec![events::state_update("finished", None)])
+            .await?;
         Ok(())
     }
 
@@ -318,7 +335,12 @@ impl Conversations {
                 self.deltas.publish(id, text);
             }
             if event.is_terminal() {
-                let status = status_of(&event);
+                let mut status = status_of(&event);
+                // A pause asked for while the step that answered was in flight: the answer
+                // is kept, the conversation stays paused (`run` then finishes it).
+                if status.0 == "finished" && control.pause_requested() {
+                    status = ("paused", None);
+                }
                 // A state that waits for the outside world gets a new reply token, handed
                 // out with the event that announces it (webhooks in).
                 token = matches!(status.0, WAITING | "paused").then(|| ReplyToken::mint(status.0));
@@ -415,6 +437,14 @@ fn user_event(message: &SendMessage, masker: &RunMasker) -> NewEvent {
     );
     masker.mask(&mut event.payload);
     event
+}
+
+/// What `start` did with the lease it took.
+enum Started {
+    /// A run holds it now.
+    Running,
+    /// The turn had its answer: the change is done, the lease goes back.
+    Answered,
 }
 
 fn status_of(event: &AgentEvent) -> (&'static str, Option<String>) {

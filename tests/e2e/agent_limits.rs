@@ -175,8 +175,11 @@ async fn the_duplicate_guard_survives_compaction() {
     let big = json!({"todos": [{"id": "1", "content": words(2200), "status": "pending"}]});
     app.llm.push(Step::tool("first", "TodoWrite", big.clone()));
     app.llm.push(Step::text(SUMMARY));
+    // The first repeat runs (its output could have changed) and returns the same output.
     app.llm.push(Step::tool("again", "TodoWrite", big.clone()));
     // The repeated call's own arguments bring the history over the threshold again.
+    app.llm.push(Step::text(SUMMARY));
+    app.llm.push(Step::tool("third", "TodoWrite", big.clone()));
     app.llm.push(Step::text(SUMMARY));
     app.llm.push(Step::text("done"));
     let events = app.chat_sse(&json!({"ask": "plan it"})).await;
@@ -190,6 +193,11 @@ async fn the_duplicate_guard_survives_compaction() {
         .iter()
         .find(|e| e.name == "tool_calling_result" && e.data["tool_call_id"] == "again")
         .unwrap();
+    assert_eq!(again.data["result"]["status"], "success");
+    let again = events
+        .iter()
+        .find(|e| e.name == "tool_calling_result" && e.data["tool_call_id"] == "third")
+        .unwrap();
     // Not run again (on failure, print the status only: the data is kilobytes of plan).
     assert_eq!(again.data["result"]["status"], "error");
     assert!(
@@ -201,7 +209,7 @@ async fn the_duplicate_guard_survives_compaction() {
         again.data
     );
     assert_eq!(n.last(), Some(&"ai_answer_end"), "{n:?}");
-    assert_eq!(app.llm.request_count(), 5);
+    assert_eq!(app.llm.request_count(), 7);
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Server-side conversations over HTTP, on SQLite and PostgreSQL (`conversations_pg.rs`): the
-//! lifecycle, approvals in both shapes, replay after a reconnect, pause and interrupt, stuck
-//! runs, and every refusal.
+//! lifecycle, approvals in both shapes, replay after a reconnect, pause and interrupt, and
+//! every refusal (stuck runs: `conversation_contract.rs`).
 
 use std::time::Duration;
 
@@ -17,7 +17,6 @@ on_both_stores! {
     approvals: approval_flow;
     pause_then_interrupt: pause_vs_interrupt;
     refusals: refusals_are_precise;
-    stuck: a_model_that_repeats_a_failing_call_is_nudged_then_stuck;
 }
 
 /// One frame of a conversation's event stream.
@@ -375,40 +374,4 @@ async fn refusals_are_precise(app: &TestApp) {
     assert_eq!(resp.status(), 200);
     let (status, _) = app.get_json(&format!("/api/conversations/{id}")).await;
     assert_eq!(status, 404);
-}
-
-async fn a_model_that_repeats_a_failing_call_is_nudged_then_stuck(app: &TestApp) {
-    // The same call five times: the first runs, the duplicate guard refuses the rest.
-    for i in 0..5 {
-        app.llm.push(Step::tool(
-            &format!("same{i}"),
-            "bash",
-            json!({"command": "echo same"}),
-        ));
-    }
-    let id = create(app, json!({"initial_message": {"content": "loop"}})).await;
-    let frames = frames_until(app, &id, None, state_is("stuck")).await;
-    let stuck = frames
-        .iter()
-        .find(|f| f.name == "stuck")
-        .expect("a stuck event");
-    assert!(
-        stuck.data["pattern"]
-            .as_str()
-            .unwrap()
-            .contains("failed 4 times")
-    );
-    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
-    assert_eq!(info["execution_status"], "stuck");
-    // The model was told before it was stopped.
-    let fifth = app.llm_messages(4);
-    assert!(
-        fifth.iter().any(|m| m["role"] == "user"
-            && m["content"]
-                .as_str()
-                .unwrap_or("")
-                .contains("failed 3 times")),
-        "no nudge in {fifth:?}"
-    );
-    assert_eq!(app.llm.requests().len(), 5);
 }

@@ -24,6 +24,7 @@ mod compaction;
 mod config_honesty;
 mod conversation;
 mod conversation_actions;
+mod conversation_contract;
 mod conversations_api;
 mod conversations_crash;
 mod conversations_pg;
