@@ -1,6 +1,7 @@
 //! One table of error statuses for every front door: a conversation whose work the agent
 //! refuses answers the status `/api/chat` answers for the same refusal (a provider's rate
-//! limit, a model's call slots full). Conversations answered 503 and 429 the other way round.
+//! limit, a model's call slots full when a run starts). Conversations answered 503 and 429 the
+//! other way round.
 
 use std::time::Duration;
 
@@ -42,7 +43,7 @@ async fn a_provider_rate_limit_is_429_on_api_chat_and_on_a_conversation() {
 #[tokio::test]
 async fn full_call_slots_are_503_with_retry_after_on_api_chat_and_on_a_conversation() {
     let app = spawn_app_with("[llm]\nmax_concurrent_calls_per_model = 1\n").await;
-    let idle = create(&app, json!({})).await;
+    create(&app, json!({})).await;
     // A stream that never ends holds the model's only slot.
     app.llm.push(Step::HangAfterFirstChunk {
         first: "thinking".into(),
@@ -61,25 +62,6 @@ async fn full_call_slots_are_503_with_retry_after_on_api_chat_and_on_a_conversat
     assert_eq!(
         (chat.status().as_u16(), retry_after(&chat)),
         (503, Some("1".into()))
-    );
-
-    // A side question's call finds the slots full.
-    let ask = app
-        .post_raw(
-            &format!("/api/conversations/{idle}/ask_agent"),
-            json!({"question": "q"}).to_string(),
-        )
-        .await;
-    assert_eq!(
-        (ask.status().as_u16(), retry_after(&ask)),
-        (503, Some("1".into()))
-    );
-    let detail = json_body(ask).await;
-    assert!(
-        detail
-            .to_string()
-            .contains("max_concurrent_calls_per_model"),
-        "{detail}"
     );
 
     // A run cannot start: the conversation is kept with its message, and the answer says how
