@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::fields::{Tags, Title};
 use crate::wire::request::{FrontendToolDefinition, FrontendToolResult, ImageInput, ToolDecision};
 
 /// `POST /api/conversations`. Every field is optional.
@@ -37,25 +38,14 @@ pub struct CreateConversation {
     pub stuck_detection: Option<bool>,
     /// At most 500 characters, without NUL.
     #[serde(default)]
-    pub title: Option<String>,
+    pub title: Option<Title>,
     #[serde(default)]
-    #[schemars(schema_with = "tags_schema")]
-    pub tags: Option<BTreeMap<String, String>>,
+    pub tags: Option<Tags>,
     /// Masked as `<secret-hidden>` in everything the conversation reports; never returned.
     #[serde(default)]
     pub secrets: Option<BTreeMap<String, String>>,
     #[serde(default)]
     pub initial_message: Option<SendMessage>,
-}
-
-/// Tags as the service accepts them: lowercase alphanumeric keys, values of at most 256
-/// characters (`check_tags`).
-fn tags_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": ["object", "null"],
-        "propertyNames": {"pattern": "^[a-z0-9]+$"},
-        "additionalProperties": {"type": "string", "maxLength": 256},
-    })
 }
 
 /// `{"kind": "NeverConfirm" | "AlwaysConfirm" | "ConfirmRisky"}`.
@@ -90,10 +80,9 @@ pub struct SendMessage {
 pub struct UpdateConversation {
     /// At most 500 characters, without NUL.
     #[serde(default)]
-    pub title: Option<String>,
+    pub title: Option<Title>,
     #[serde(default)]
-    #[schemars(schema_with = "tags_schema")]
-    pub tags: Option<BTreeMap<String, String>>,
+    pub tags: Option<Tags>,
 }
 
 /// `POST …/events/respond_to_confirmation`: OpenHands' shape (`accept` for every pending
@@ -234,11 +223,10 @@ pub struct ForkConversation {
     pub id: Option<Uuid>,
     /// Default: the source's title. At most 500 characters, without NUL.
     #[serde(default)]
-    pub title: Option<String>,
+    pub title: Option<Title>,
     /// Default: the source's tags.
     #[serde(default)]
-    #[schemars(schema_with = "tags_schema")]
-    pub tags: Option<BTreeMap<String, String>>,
+    pub tags: Option<Tags>,
     /// The last event copied (default: the last committed one); the fork's history is the
     /// source's as of that event. 400 beyond the source's last event.
     #[serde(default)]

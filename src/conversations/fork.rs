@@ -8,9 +8,7 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::api::{ConversationInfo, ForkConversation, Stats};
-use super::{
-    ConversationError, Conversations, check_tags, check_title, events, from_json, stats_of, to_json,
-};
+use super::{ConversationError, Conversations, Tags, Title, events, from_json, stats_of, to_json};
 use crate::agent::{RunState, missing_results};
 use crate::store::{ConversationRow, EventQuery, NewEvent, StoreError};
 use crate::wire::Message;
@@ -24,10 +22,6 @@ impl Conversations {
         source: Uuid,
         req: ForkConversation,
     ) -> Result<ConversationInfo, ConversationError> {
-        if let Some(tags) = &req.tags {
-            check_tags(tags)?;
-        }
-        check_title(req.title.as_deref())?;
         let src = self.row(source).await?;
         let upto = req.from_event_id.unwrap_or(src.last_event_id);
         if upto > src.last_event_id {
@@ -57,8 +51,11 @@ impl Conversations {
         let now = Utc::now();
         let mut row = ConversationRow {
             id: req.id.unwrap_or_else(Uuid::new_v4),
-            title: req.title.or_else(|| src.title.clone()),
-            tags: req.tags.unwrap_or_else(|| src.tags.clone()),
+            title: req
+                .title
+                .map(Title::into_inner)
+                .or_else(|| src.title.clone()),
+            tags: req.tags.map_or_else(|| src.tags.clone(), Tags::into_inner),
             status: "idle".into(),
             reason: Some(format!("forked from {source} at event {upto}")),
             config: src.config.clone(),

@@ -8,13 +8,14 @@ pub mod api;
 mod condense;
 mod deltas;
 pub(crate) mod events;
+pub mod fields;
 mod fork;
 mod ownership;
 mod runs;
 mod settings;
 mod titles;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ use api::{
 };
 
 pub use deltas::DeltaFeed;
+pub use fields::{ConversationId, Tags, Title};
 pub use runs::LiveRun;
 pub use titles::{DEFAULT_TITLE_CHARS, MAX_TITLE_CHARS};
 
@@ -50,18 +52,30 @@ pub enum ConversationError {
     Busy(String),
     #[error("{0}")]
     Unavailable(String),
+    /// The agent refused or failed the work (a run, a side question, a title, a summary):
+    /// its kind reaches the front door, which answers it as `/api/chat` does.
+    #[error("{0}")]
+    Run(#[from] RunError),
     #[error("conversation store: {0}")]
     Store(#[from] StoreError),
 }
 
-impl From<RunError> for ConversationError {
-    fn from(e: RunError) -> Self {
-        match e.kind {
-            RunErrorKind::BadInput => ConversationError::BadInput(e.message),
-            RunErrorKind::TooLarge => ConversationError::TooLarge(e.message),
-            RunErrorKind::Overloaded => ConversationError::Busy(e.message),
-            RunErrorKind::NoModel => ConversationError::Unavailable(e.message),
-            _ => ConversationError::Unavailable(e.message),
+impl ConversationError {
+    /// There was no room for the work now (too many conversations running, the model's call
+    /// slots full): the same request may succeed shortly.
+    pub fn is_retry_later(&self) -> bool {
+        matches!(self, ConversationError::Busy(_))
+            || matches!(self, ConversationError::Run(e) if e.kind == RunErrorKind::Overloaded)
+    }
+
+    /// The same error, its message saying more.
+    fn explained(self, more: impl std::fmt::Display) -> ConversationError {
+        match self {
+            ConversationError::Busy(why) => ConversationError::Busy(format!("{why}; {more}")),
+            ConversationError::Run(e) => {
+                ConversationError::Run(RunError::new(e.kind, format!("{}; {more}", e.message)))
+            }
+            other => other,
         }
     }
 }
@@ -98,9 +112,6 @@ pub struct Conversations {
     /// Title a conversation created without one after its first answer.
     auto_title: bool,
 }
-
-const TAG_VALUE_MAX: usize = 256;
-const TITLE_MAX: usize = 500;
 
 impl Conversations {
     pub fn new(
@@ -164,9 +175,7 @@ impl Conversations {
         self: &Arc<Self>,
         req: CreateConversation,
     ) -> Result<ConversationInfo, ConversationError> {
-        let tags = req.tags.unwrap_or_default();
-        check_tags(&tags)?;
-        check_title(req.title.as_deref())?;
+        let tags = req.tags.map(Tags::into_inner).unwrap_or_default();
         let policy = req.confirmation_policy.unwrap_or_default();
         let run = RunConfig {
             model: req.model,
@@ -192,7 +201,7 @@ impl Conversations {
         let now = Utc::now();
         let row = ConversationRow {
             id: req.id.unwrap_or_else(Uuid::new_v4),
-            title: req.title,
+            title: req.title.map(Title::into_inner),
             tags,
             status: "idle".into(),
             reason: None,
@@ -216,9 +225,9 @@ impl Conversations {
             match self.send_message(id, message).await {
                 Ok(()) => {}
                 // Stored, but no room to run it now: the client needs the id to retry.
-                Err(ConversationError::Busy(why)) => {
-                    return Err(ConversationError::Busy(format!(
-                        "{why}; conversation {id} was created with its message: \
+                Err(e) if e.is_retry_later() => {
+                    return Err(e.explained(format_args!(
+                        "conversation {id} was created with its message: \
                          POST /api/conversations/{id}/run to start it"
                     )));
                 }
@@ -277,15 +286,11 @@ impl Conversations {
         id: Uuid,
         req: UpdateConversation,
     ) -> Result<ConversationInfo, ConversationError> {
-        if let Some(tags) = &req.tags {
-            check_tags(tags)?;
-        }
-        check_title(req.title.as_deref())?;
         // Title and tags have a statement of their own: a run's end, on any replica, never
         // writes them back.
         let updated = self
             .store
-            .set_meta(id, req.title.as_deref(), req.tags.as_ref(), Utc::now())
+            .set_meta(id, req.title.as_deref(), req.tags.as_deref(), Utc::now())
             .await?;
         if !updated {
             return Err(ConversationError::NotFound(id));
@@ -326,46 +331,6 @@ impl Conversations {
             .get(&id)
             .cloned()
     }
-}
-
-/// PostgreSQL refuses a NUL in text (a 500 otherwise). Other control characters are kept:
-/// what shows a title neutralises them (the CLI does). A title is a line in a list, and each
-/// webhook snapshot carries it: its length is bounded.
-fn check_title(title: Option<&str>) -> Result<(), ConversationError> {
-    let Some(title) = title else {
-        return Ok(());
-    };
-    if title.contains('\0') {
-        return Err(ConversationError::BadInput(
-            "title: NUL characters are not allowed".into(),
-        ));
-    }
-    if title.chars().count() > TITLE_MAX {
-        return Err(ConversationError::BadInput(format!(
-            "title: at most {TITLE_MAX} characters"
-        )));
-    }
-    Ok(())
-}
-
-fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), ConversationError> {
-    for (key, value) in tags {
-        if key.is_empty()
-            || !key
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        {
-            return Err(ConversationError::BadInput(format!(
-                "tag key '{key}': keys are lowercase letters and digits"
-            )));
-        }
-        if value.chars().count() > TAG_VALUE_MAX {
-            return Err(ConversationError::BadInput(format!(
-                "tag '{key}': values are at most {TAG_VALUE_MAX} characters"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// A conversation's meters: its usage ledger, and its size as of the last LLM call.

@@ -14,7 +14,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::ApiError;
-use super::responses::{ErrorDetail, LocSegment, ValidationError};
+use super::responses::{LocSegment, ValidationError};
+use crate::wire::rules::broken_rule;
 
 /// Reads the whole body into memory within `timeout`: 413 beyond `limit` bytes, 408 when the
 /// client is too slow. Handlers then find the body complete.
@@ -65,14 +66,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // serde lets a struct be read from an array; a request body must be an object.
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first.is_some_and(|b| *b != b'{') && serde_json::from_slice::<Value>(bytes).is_ok() {
-        return Err(ApiError {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            detail: ErrorDetail::Validation(vec![ValidationError {
-                kind: "model_attributes_type".into(),
-                loc: vec![LocSegment::Key("body".into())],
-                msg: "the request body must be a JSON object".into(),
-            }]),
-        });
+        return Err(ApiError::invalid(vec![ValidationError {
+            kind: "model_attributes_type".into(),
+            loc: vec![LocSegment::Key("body".into())],
+            msg: "the request body must be a JSON object".into(),
+        }]));
     }
     // Tracking the path costs an allocation per key: a body that reads is read without it,
     // and only a failing one is read again to name the field.
@@ -113,19 +111,22 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             serde_path_to_error::Segment::Unknown => None,
         }));
         let field = err.path().to_string();
+        let inner = inner.to_string();
+        // A value that reads but breaks one of the service's rules: the request is well
+        // formed, the service refuses it.
+        if let Some(rule) = broken_rule(&inner) {
+            return ApiError::new(StatusCode::BAD_REQUEST, format!("{field}: {rule}"));
+        }
         let msg = if field == "." {
-            inner.to_string()
+            inner
         } else {
             format!("{field}: {inner}")
         };
-        ApiError {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            detail: ErrorDetail::Validation(vec![ValidationError {
-                kind: "value_error".into(),
-                loc,
-                msg,
-            }]),
-        }
+        ApiError::invalid(vec![ValidationError {
+            kind: "value_error".into(),
+            loc,
+            msg,
+        }])
     })
 }
 

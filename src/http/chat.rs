@@ -10,7 +10,6 @@ use bytes::Bytes;
 use futures::Stream;
 
 use super::body::{parse_json, read_body};
-use super::error::run_error_response;
 use super::sse::StreamLimits;
 use super::{ApiError, AppState, RequestId, sse};
 use crate::context::tokens::count_off_workers;
@@ -73,10 +72,7 @@ async fn handle(
                 format!("preparing the request failed: {e}"),
             )
         })?;
-    let run = match started {
-        Ok(run) => run,
-        Err(e) => return Ok(run_error_response(e)),
-    };
+    let run = started?;
     if stream {
         let events = in_span(run, tracing::Span::current());
         let events = futures::StreamExt::map(events, move |event| with_warnings(event, &warnings));
@@ -93,7 +89,7 @@ async fn handle(
             response.metadata.warnings = warnings;
             Ok(json_response(&response))
         }
-        Ok(Err(e)) => Ok(run_error_response(e)),
+        Ok(Err(e)) => Err(e.into()),
         Err(_) => Err(ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
             format!(

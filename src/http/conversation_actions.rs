@@ -1,83 +1,48 @@
 //! `/api/conversations/{id}/condense`, `/generate_title` and `/fork`: work on a whole
 //! conversation beside its runs (see `conversations/condense.rs`, `titles.rs`, `fork.rs`).
 
-use axum::Json;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 
-use super::conversations::{answer, conversation_id, refused};
+use super::conversations::Answer;
+use super::extract::{Json, JsonOrEmpty, Path};
 use super::{ApiError, AppState};
-use crate::conversations::api::{ForkConversation, GenerateTitle, GeneratedTitle, Success};
-use crate::conversations::{DEFAULT_TITLE_CHARS, MAX_TITLE_CHARS};
-
-/// A conversation id and a body whose fields are all optional: an empty body reads as `{}`.
-fn id_and_optional_body<T: serde::de::DeserializeOwned + Default>(
-    id: &str,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(uuid::Uuid, T), ApiError> {
-    let id = conversation_id(id)?;
-    let bytes = super::body::read_body(body)?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok((id, T::default()));
-    }
-    Ok((id, super::body::parse_json(&bytes)?))
-}
+use crate::conversations::api::{
+    ConversationInfo, ForkConversation, GenerateTitle, GeneratedTitle, Success,
+};
+use crate::conversations::{ConversationId, DEFAULT_TITLE_CHARS, MAX_TITLE_CHARS};
 
 /// Forces a compaction now; `success` is false when the summary was not smaller than the
 /// history (kept). OpenHands answers `Success` here too.
-pub async fn condense(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match conversation_id(&id) {
-        Ok(id) => answer(
-            state
-                .conversations
-                .condense(id)
-                .await
-                .map(|compacted| Success { success: compacted }),
-        ),
-        Err(e) => e.into_response(),
-    }
+pub async fn condense(
+    State(state): State<AppState>,
+    Path(ConversationId(id)): Path<ConversationId>,
+) -> Answer<Success> {
+    let compacted = state.conversations.condense(id).await?;
+    Ok(Json(Success { success: compacted }))
 }
 
 pub async fn generate_title(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let (id, req) = match id_and_optional_body::<GenerateTitle>(&id, body) {
-        Ok(parsed) => parsed,
-        Err(e) => return e.into_response(),
-    };
-    let max_length = req.max_length.unwrap_or(DEFAULT_TITLE_CHARS);
+    Path(ConversationId(id)): Path<ConversationId>,
+    JsonOrEmpty(request): JsonOrEmpty<GenerateTitle>,
+) -> Answer<GeneratedTitle> {
+    let max_length = request.max_length.unwrap_or(DEFAULT_TITLE_CHARS);
     if !(1..=MAX_TITLE_CHARS).contains(&max_length) {
-        return ApiError::new(
+        return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("max_length {max_length}: from 1 to {MAX_TITLE_CHARS} characters"),
-        )
-        .into_response();
+        ));
     }
-    answer(
-        state
-            .conversations
-            .generate_title(id, max_length)
-            .await
-            .map(|title| GeneratedTitle { title }),
-    )
+    let title = state.conversations.generate_title(id, max_length).await?;
+    Ok(Json(GeneratedTitle { title }))
 }
 
 pub async fn fork(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let (id, req) = match id_and_optional_body::<ForkConversation>(&id, body) {
-        Ok(parsed) => parsed,
-        Err(e) => return e.into_response(),
-    };
-    match state.conversations.fork(id, req).await {
-        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
-        Err(e) => refused(e),
-    }
+    Path(ConversationId(id)): Path<ConversationId>,
+    JsonOrEmpty(request): JsonOrEmpty<ForkConversation>,
+) -> Result<(StatusCode, Json<ConversationInfo>), ApiError> {
+    let info = state.conversations.fork(id, request).await?;
+    Ok((StatusCode::CREATED, Json(info)))
 }

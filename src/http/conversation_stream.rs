@@ -9,17 +9,17 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use tokio::sync::broadcast::error::RecvError;
-use uuid::Uuid;
 
 use super::conversations::query_pairs;
+use super::extract::Path;
 use super::sse::KEEPALIVE_FRAME;
 use super::{ApiError, AppState};
-use crate::conversations::DeltaFeed;
+use crate::conversations::{ConversationId, DeltaFeed};
 use crate::store::{EventQuery, StoredEvent};
 use crate::wire::events::AnswerDelta;
 
@@ -28,17 +28,10 @@ const PAGE: u32 = 100;
 
 pub async fn stream(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Path(ConversationId(id)): Path<ConversationId>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let Ok(id) = Uuid::parse_str(&id) else {
-        return ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("'{id}' is not a conversation id (a UUID)"),
-        )
-        .into_response();
-    };
     let mut after = 0u64;
     let mut with_deltas = false;
     for (key, value) in query_pairs(raw.as_deref()) {

@@ -1,220 +1,129 @@
 //! `/api/conversations`: server-side conversations (see `conversations/`). Bodies and errors
 //! as everywhere else: `{"detail"}` with a precise status.
 
-use axum::Json;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use uuid::Uuid;
 
-use super::body::{parse_json, read_body};
+use super::extract::{Json, Path};
 use super::{ApiError, AppState};
-use crate::conversations::ConversationError;
 use crate::conversations::api::{
-    AskAgent, ConfirmationResponse, CreateConversation, EventPage, FinalResponse, PolicyUpdate,
-    SecretsUpdate, SendMessage, StoredEventView, Success, UpdateConversation,
+    AskAgent, ConfirmationResponse, ConversationInfo, ConversationPage, CreateConversation,
+    EventPage, FinalResponse, PolicyUpdate, SecretsUpdate, SendMessage, StoredEventView, Success,
+    UpdateConversation,
 };
-use crate::store::{ConversationQuery, EventQuery, SortOrder, StoreError};
+use crate::conversations::{ConversationError, ConversationId};
+use crate::store::{ConversationQuery, EventQuery, SortOrder};
 
-impl From<ConversationError> for ApiError {
-    fn from(e: ConversationError) -> Self {
-        let status = match &e {
-            ConversationError::NotFound(_) | ConversationError::Store(StoreError::NotFound) => {
-                StatusCode::NOT_FOUND
-            }
-            ConversationError::Conflict(_) | ConversationError::Store(StoreError::Conflict(_)) => {
-                StatusCode::CONFLICT
-            }
-            ConversationError::BadInput(_) => StatusCode::BAD_REQUEST,
-            ConversationError::Store(StoreError::InvalidPageId) => StatusCode::UNPROCESSABLE_ENTITY,
-            ConversationError::TooLarge(_)
-            | ConversationError::Store(StoreError::TooManyEvents { .. }) => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
-            ConversationError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
-            ConversationError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ConversationError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        ApiError::new(status, e.to_string())
-    }
+/// What a handler answers: the value as JSON, or the error as the table in `error.rs` says.
+pub(super) type Answer<T> = Result<Json<T>, ApiError>;
+
+pub(super) fn answer<T>(result: Result<T, ConversationError>) -> Answer<T> {
+    Ok(Json(result?))
 }
 
-/// A conversation error as a response; a full server says when to come back.
-pub(super) fn refused(e: ConversationError) -> Response {
-    let busy = matches!(e, ConversationError::Busy(_));
-    let mut response = ApiError::from(e).into_response();
-    if busy {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    }
-    response
-}
-
-pub(super) fn answer<T: serde::Serialize>(result: Result<T, ConversationError>) -> Response {
-    match result {
-        Ok(value) => Json(value).into_response(),
-        Err(e) => refused(e),
-    }
-}
-
-fn done(result: Result<(), ConversationError>) -> Response {
+fn done(result: Result<(), ConversationError>) -> Answer<Success> {
     answer(result.map(|()| Success { success: true }))
-}
-
-pub(super) fn conversation_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("'{raw}' is not a conversation id (a UUID)"),
-        )
-    })
-}
-
-/// A conversation id from the path and a JSON body, or the error that refuses them.
-pub(super) fn id_and_body<T: serde::de::DeserializeOwned>(
-    id: &str,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(Uuid, T), ApiError> {
-    let id = conversation_id(id)?;
-    Ok((id, read_body(body).and_then(|b| parse_json(&b))?))
 }
 
 pub async fn create(
     State(state): State<AppState>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let request: CreateConversation = match read_body(body).and_then(|b| parse_json(&b)) {
-        Ok(r) => r,
-        Err(e) => return e.into_response(),
-    };
-    match state.conversations.create(request).await {
-        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
-        Err(e) => refused(e),
-    }
+    Json(request): Json<CreateConversation>,
+) -> Result<(StatusCode, Json<ConversationInfo>), ApiError> {
+    let info = state.conversations.create(request).await?;
+    Ok((StatusCode::CREATED, Json(info)))
 }
 
-pub async fn get(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match conversation_id(&id) {
-        Ok(id) => answer(state.conversations.info(id).await),
-        Err(e) => e.into_response(),
-    }
+pub async fn get(
+    State(state): State<AppState>,
+    Path(ConversationId(id)): Path<ConversationId>,
+) -> Answer<ConversationInfo> {
+    answer(state.conversations.info(id).await)
 }
 
 pub async fn update(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match id_and_body::<UpdateConversation>(&id, body) {
-        Ok((id, req)) => answer(state.conversations.update(id, req).await),
-        Err(e) => e.into_response(),
-    }
+    Path(ConversationId(id)): Path<ConversationId>,
+    Json(request): Json<UpdateConversation>,
+) -> Answer<ConversationInfo> {
+    answer(state.conversations.update(id, request).await)
 }
 
-pub async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match conversation_id(&id) {
-        Ok(id) => done(state.conversations.delete(id).await),
-        Err(e) => e.into_response(),
-    }
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(ConversationId(id)): Path<ConversationId>,
+) -> Answer<Success> {
+    done(state.conversations.delete(id).await)
 }
 
 pub async fn send(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match id_and_body::<SendMessage>(&id, body) {
-        Ok((id, req)) => done(state.conversations.send_message(id, req).await),
-        Err(e) => e.into_response(),
-    }
+    Path(ConversationId(id)): Path<ConversationId>,
+    Json(message): Json<SendMessage>,
+) -> Answer<Success> {
+    done(state.conversations.send_message(id, message).await)
 }
 
-pub async fn run(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match conversation_id(&id) {
-        Ok(id) => done(state.conversations.run(id).await),
-        Err(e) => e.into_response(),
-    }
+pub async fn run(
+    State(state): State<AppState>,
+    Path(ConversationId(id)): Path<ConversationId>,
+) -> Answer<Success> {
+    done(state.conversations.run(id).await)
 }
 
-pub async fn pause(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match conversation_id(&id) {
-        Ok(id) => done(state.conversations.pause(id).await),
-        Err(e) => e.into_response(),
-    }
+pub async fn pause(
+    State(state): State<AppState>,
+    Path(ConversationId(id)): Path<ConversationId>,
+) -> Answer<Success> {
+    done(state.conversations.pause(id).await)
 }
 
-pub async fn interrupt(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match conversation_id(&id) {
-        Ok(id) => done(state.conversations.interrupt(id).await),
-        Err(e) => e.into_response(),
-    }
+pub async fn interrupt(
+    State(state): State<AppState>,
+    Path(ConversationId(id)): Path<ConversationId>,
+) -> Answer<Success> {
+    done(state.conversations.interrupt(id).await)
 }
 
 pub async fn respond(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match id_and_body::<ConfirmationResponse>(&id, body) {
-        Ok((id, req)) => done(state.conversations.respond(id, req).await),
-        Err(e) => e.into_response(),
-    }
+    Path(ConversationId(id)): Path<ConversationId>,
+    Json(response): Json<ConfirmationResponse>,
+) -> Answer<Success> {
+    done(state.conversations.respond(id, response).await)
 }
 
 pub async fn set_policy(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match id_and_body::<PolicyUpdate>(&id, body) {
-        Ok((id, req)) => done(state.conversations.set_policy(id, req.policy).await),
-        Err(e) => e.into_response(),
-    }
+    Path(ConversationId(id)): Path<ConversationId>,
+    Json(update): Json<PolicyUpdate>,
+) -> Answer<Success> {
+    done(state.conversations.set_policy(id, update.policy).await)
 }
 
 pub async fn add_secrets(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match id_and_body::<SecretsUpdate>(&id, body) {
-        Ok((id, req)) => done(state.conversations.add_secrets(id, req.secrets).await),
-        Err(e) => e.into_response(),
-    }
+    Path(ConversationId(id)): Path<ConversationId>,
+    Json(update): Json<SecretsUpdate>,
+) -> Answer<Success> {
+    done(state.conversations.add_secrets(id, update.secrets).await)
 }
 
 pub async fn ask(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match id_and_body::<AskAgent>(&id, body) {
-        Ok((id, req)) => answer(
-            state
-                .conversations
-                .ask(id, &req.question)
-                .await
-                .map(|response| FinalResponse { response }),
-        ),
-        Err(e) => e.into_response(),
-    }
+    Path(ConversationId(id)): Path<ConversationId>,
+    Json(ask): Json<AskAgent>,
+) -> Answer<FinalResponse> {
+    let response = state.conversations.ask(id, &ask.question).await?;
+    Ok(Json(FinalResponse { response }))
 }
 
-pub async fn final_response(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match conversation_id(&id) {
-        Ok(id) => answer(
-            state
-                .conversations
-                .final_response(id)
-                .await
-                .map(|response| FinalResponse { response }),
-        ),
-        Err(e) => e.into_response(),
-    }
+pub async fn final_response(
+    State(state): State<AppState>,
+    Path(ConversationId(id)): Path<ConversationId>,
+) -> Answer<FinalResponse> {
+    let response = state.conversations.final_response(id).await?;
+    Ok(Json(FinalResponse { response }))
 }
 
 /// `?a=1&b=2&b=3` as pairs, percent-decoded.
@@ -274,41 +183,40 @@ fn conversation_query(raw: Option<&str>) -> Result<ConversationQuery, ApiError> 
     Ok(q)
 }
 
-pub async fn search(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Response {
-    match conversation_query(raw.as_deref()) {
-        Ok(q) => answer(state.conversations.search(&q).await),
-        Err(e) => e.into_response(),
-    }
+pub async fn search(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Answer<ConversationPage> {
+    let q = conversation_query(raw.as_deref())?;
+    answer(state.conversations.search(&q).await)
 }
 
-pub async fn count(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+pub async fn count(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Answer<u64> {
     let mut status = None;
     for (key, value) in query_pairs(raw.as_deref()) {
         match key.as_str() {
             "status" => status = Some(value),
-            other => {
-                return bad_query(format!("unknown query parameter '{other}'")).into_response();
-            }
+            other => return Err(bad_query(format!("unknown query parameter '{other}'"))),
         }
     }
-    let counted = state.conversations.store().count(status.as_deref()).await;
-    answer(counted.map_err(ConversationError::from))
+    let counted = state.conversations.store().count(status.as_deref()).await?;
+    Ok(Json(counted))
 }
 
 /// `GET /api/conversations?ids=a&ids=b`: one entry per id, `null` for unknown ones.
-pub async fn batch(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+pub async fn batch(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Answer<Vec<Option<ConversationInfo>>> {
     let mut ids = Vec::new();
     for (key, value) in query_pairs(raw.as_deref()) {
         if key != "ids" {
-            return bad_query(format!("unknown query parameter '{key}'")).into_response();
+            return Err(bad_query(format!("unknown query parameter '{key}'")));
         }
-        match conversation_id(&value) {
-            Ok(id) => ids.push(id),
-            Err(e) => return e.into_response(),
-        }
+        ids.push(ConversationId::parse(&value).map_err(bad_query)?.0);
     }
     if ids.len() > 100 {
-        return bad_query("at most 100 ids".into()).into_response();
+        return Err(bad_query("at most 100 ids".into()));
     }
     answer(state.conversations.infos(&ids).await)
 }
@@ -346,71 +254,45 @@ pub(super) fn event_query(raw: Option<&str>) -> Result<EventQuery, ApiError> {
 
 pub async fn events(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Path(ConversationId(id)): Path<ConversationId>,
     RawQuery(raw): RawQuery,
-) -> Response {
-    let (id, q) = match conversation_id(&id).and_then(|id| Ok((id, event_query(raw.as_deref())?))) {
-        Ok(parsed) => parsed,
-        Err(e) => return e.into_response(),
-    };
+) -> Answer<EventPage> {
+    let q = event_query(raw.as_deref())?;
     let convs = &state.conversations;
-    if let Err(e) = convs.info(id).await {
-        return refused(e);
-    }
-    answer(
-        convs
-            .store()
-            .events(id, &q)
-            .await
-            .map(|page| EventPage {
-                items: page.items.into_iter().map(view).collect(),
-                next_page_id: page.next_page_id,
-            })
-            .map_err(ConversationError::from),
-    )
+    convs.info(id).await?;
+    let page = convs.store().events(id, &q).await?;
+    Ok(Json(EventPage {
+        items: page.items.into_iter().map(view).collect(),
+        next_page_id: page.next_page_id,
+    }))
 }
 
 pub async fn count_events(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Path(ConversationId(id)): Path<ConversationId>,
     RawQuery(raw): RawQuery,
-) -> Response {
-    let (id, q) = match conversation_id(&id).and_then(|id| Ok((id, event_query(raw.as_deref())?))) {
-        Ok(parsed) => parsed,
-        Err(e) => return e.into_response(),
-    };
+) -> Answer<u64> {
+    let q = event_query(raw.as_deref())?;
     let convs = &state.conversations;
-    if let Err(e) = convs.info(id).await {
-        return refused(e);
-    }
-    answer(
-        convs
-            .store()
-            .count_events(id, &q)
-            .await
-            .map_err(ConversationError::from),
-    )
+    convs.info(id).await?;
+    Ok(Json(convs.store().count_events(id, &q).await?))
 }
 
 pub async fn event(
     State(state): State<AppState>,
-    Path((id, event_id)): Path<(String, String)>,
-) -> Response {
-    let id = match conversation_id(&id) {
-        Ok(id) => id,
-        Err(e) => return e.into_response(),
-    };
+    Path((ConversationId(id), event_id)): Path<(ConversationId, String)>,
+) -> Answer<StoredEventView> {
     let Ok(seq) = event_id.parse::<u64>() else {
-        return bad_query(format!("'{event_id}' is not an event id (a number)")).into_response();
+        return Err(bad_query(format!(
+            "'{event_id}' is not an event id (a number)"
+        )));
     };
-    match state.conversations.store().event(id, seq).await {
-        Ok(Some(e)) => Json(view(e)).into_response(),
-        Ok(None) => ApiError::new(
+    match state.conversations.store().event(id, seq).await? {
+        Some(e) => Ok(Json(view(e))),
+        None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("event {seq} of conversation {id} not found"),
-        )
-        .into_response(),
-        Err(e) => refused(e.into()),
+        )),
     }
 }
 

@@ -4,17 +4,18 @@
 
 use std::net::SocketAddr;
 
-use axum::Json;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{ConnectInfo, Path, RawQuery, State};
+use axum::extract::{ConnectInfo, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use uuid::Uuid;
 
 use super::body::{parse_json, read_body};
 use super::conversations::query_pairs;
+use super::error::ErrorKind;
+use super::extract::{Json, Path};
 use super::{ApiError, AppState};
+use crate::conversations::ConversationId;
 use crate::webhooks::inbound::{Refused, Request, WebhookEvent};
 
 /// The path prefix the API keys do not guard.
@@ -24,56 +25,39 @@ const BODY_MAX: usize = 64 * 1024;
 
 pub async fn receive(
     State(state): State<AppState>,
-    Path((id, state_name)): Path<(String, String)>,
+    Path((ConversationId(conversation_id), state_name)): Path<(ConversationId, String)>,
     RawQuery(raw): RawQuery,
     peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let not_found =
-        || ApiError::new(StatusCode::NOT_FOUND, "conversation not found").into_response();
-    let Ok(conversation_id) = Uuid::parse_str(&id) else {
-        return ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("'{id}' is not a conversation id (a UUID)"),
-        )
-        .into_response();
-    };
+) -> Result<Response, ApiError> {
     let mut token = bearer(&headers);
     for (key, value) in query_pairs(raw.as_deref()) {
         match key.as_str() {
             "token" => token = token.or(Some(value)),
             other => {
-                return ApiError::new(
+                return Err(ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     format!("unknown query parameter '{other}'"),
-                )
-                .into_response();
+                ));
             }
         }
     }
-    let body = match read_body(body) {
-        Ok(b) if b.len() > BODY_MAX => {
-            return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("an inbound webhook event is at most {BODY_MAX} bytes"),
-            )
-            .into_response();
-        }
-        Ok(b) => b,
-        Err(e) => return e.into_response(),
-    };
-    let event: WebhookEvent = match parse_json(&body) {
-        Ok(event) => event,
-        Err(e) => return e.into_response(),
-    };
+    // Smaller than every other body: checked here, before it is parsed.
+    let body = read_body(body)?;
+    if body.len() > BODY_MAX {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("an inbound webhook event is at most {BODY_MAX} bytes"),
+        ));
+    }
+    let event: WebhookEvent = parse_json(&body)?;
     // Kept and looked up as text: PostgreSQL refuses a NUL there (a 500 otherwise).
     if event.event_key.chars().any(char::is_control) {
-        return ApiError::new(
+        return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "event_key: control characters are not allowed",
-        )
-        .into_response();
+        ));
     }
     let request = Request {
         conversation_id,
@@ -82,37 +66,28 @@ pub async fn receive(
         event,
         source: sender(peer.map(|p| p.0.0), &headers),
     };
-    match state.inbound.receive(request).await {
-        Ok((code, answer)) => (
-            StatusCode::from_u16(code).unwrap_or(StatusCode::OK),
-            Json(answer),
-        )
-            .into_response(),
-        Err(Refused::NotFound) => not_found(),
-        Err(e @ Refused::BadToken) => {
-            let mut response =
-                ApiError::new(StatusCode::UNAUTHORIZED, e.to_string()).into_response();
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            response
-        }
-        Err(e @ Refused::NotInState { .. }) => {
-            ApiError::new(StatusCode::CONFLICT, e.to_string()).into_response()
-        }
-        Err(Refused::Throttled(wait)) => {
-            let mut response = ApiError::new(
+    let (code, answer) = state.inbound.receive(request).await.map_err(refusal)?;
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    Ok((status, Json(answer)).into_response())
+}
+
+fn refusal(refused: Refused) -> ApiError {
+    match refused {
+        Refused::NotFound => ApiError::of(ErrorKind::NotFound, "conversation not found"),
+        e @ Refused::BadToken => ApiError::new(StatusCode::UNAUTHORIZED, e.to_string())
+            .with_header(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer")),
+        e @ Refused::NotInState { .. } => ApiError::of(ErrorKind::Conflict, e.to_string()),
+        Refused::Throttled(wait) => {
+            let refused = ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 Refused::Throttled(wait).to_string(),
-            )
-            .into_response();
-            let secs = wait.as_secs().max(1).to_string();
-            if let Ok(value) = HeaderValue::from_str(&secs) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
+            );
+            match HeaderValue::from_str(&wait.as_secs().max(1).to_string()) {
+                Ok(secs) => refused.with_header(header::RETRY_AFTER, secs),
+                Err(_) => refused,
             }
-            response
         }
-        Err(Refused::Failed(e)) => ApiError::from(e).into_response(),
+        Refused::Failed(e) => e.into(),
     }
 }
 

@@ -12,6 +12,7 @@ mod conversation_stream;
 mod conversations;
 mod deadlines;
 mod error;
+mod extract;
 mod inbound;
 mod limits;
 mod openapi;

@@ -1,18 +1,17 @@
 //! `/api/webhooks/deliveries`: the webhook deliveries not delivered yet — pending ones and
 //! dead letters (`status=failed`) — and queuing a dead letter again. Behind the API keys.
 
-use axum::Json;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use uuid::Uuid;
 
-use super::conversations::query_pairs;
+use super::conversations::{Answer, query_pairs};
+use super::extract::{Json, Path};
 use super::{ApiError, AppState};
-use crate::store::{Delivery, DeliveryQuery, RetryError, StoreError};
+use crate::store::{Delivery, DeliveryQuery, RetryError};
 
 /// A delivery a receiver is owed.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -67,23 +66,24 @@ fn view(d: Delivery, masker: &crate::agent::SecretMasker) -> DeliveryView {
     }
 }
 
-fn bad_query(message: String) -> Response {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message).into_response()
-}
+/// A delivery's id as the path names it: a UUID.
+pub struct DeliveryId(Uuid);
 
-fn store_error(e: StoreError) -> Response {
-    match e {
-        StoreError::InvalidPageId => bad_query("invalid page_id".into()),
-        e => ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("conversation store: {e}"),
-        )
-        .into_response(),
+impl<'de> Deserialize<'de> for DeliveryId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Uuid::parse_str(&raw)
+            .map(DeliveryId)
+            .map_err(|_| serde::de::Error::custom(format!("'{raw}' is not a delivery id (a UUID)")))
     }
 }
 
+fn bad_query(message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message)
+}
+
 /// `GET /api/webhooks/deliveries?status=&receiver=&conversation_id=&limit=&page_id=`.
-pub async fn list(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+pub async fn list(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Answer<DeliveryPage> {
     let mut q = DeliveryQuery {
         limit: 100,
         ..DeliveryQuery::default()
@@ -92,52 +92,53 @@ pub async fn list(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Res
         match key.as_str() {
             "status" if matches!(value.as_str(), "pending" | "failed") => q.status = Some(value),
             "status" => {
-                return bad_query(format!("status '{value}': `pending` or `failed`"));
+                return Err(bad_query(format!(
+                    "status '{value}': `pending` or `failed`"
+                )));
             }
             "receiver" => q.receiver = Some(value),
             "conversation_id" => match Uuid::parse_str(&value) {
                 Ok(id) => q.conversation_id = Some(id),
-                Err(_) => return bad_query(format!("conversation_id '{value}': a UUID")),
+                Err(_) => return Err(bad_query(format!("conversation_id '{value}': a UUID"))),
             },
             "limit" => match value.parse::<u32>() {
                 Ok(n) if (1..=100).contains(&n) => q.limit = n,
-                _ => return bad_query(format!("limit '{value}': a number from 1 to 100")),
+                _ => {
+                    return Err(bad_query(format!(
+                        "limit '{value}': a number from 1 to 100"
+                    )));
+                }
             },
             "page_id" => q.page_id = Some(value),
-            other => return bad_query(format!("unknown query parameter '{other}'")),
+            other => return Err(bad_query(format!("unknown query parameter '{other}'"))),
         }
     }
-    match state.conversations.store().deliveries(&q).await {
-        Ok(page) => Json(DeliveryPage {
-            items: page
-                .items
-                .into_iter()
-                .map(|d| view(d, &state.agent.masker))
-                .collect(),
-            next_page_id: page.next_page_id,
-        })
-        .into_response(),
-        Err(e) => store_error(e),
-    }
+    let page = state.conversations.store().deliveries(&q).await?;
+    Ok(Json(DeliveryPage {
+        items: page
+            .items
+            .into_iter()
+            .map(|d| view(d, &state.agent.masker))
+            .collect(),
+        next_page_id: page.next_page_id,
+    }))
 }
 
 /// `POST /api/webhooks/deliveries/{id}/retry`: a dead letter queued again.
-pub async fn retry(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let Ok(id) = Uuid::parse_str(&id) else {
-        return bad_query(format!("'{id}' is not a delivery id (a UUID)"));
-    };
+pub async fn retry(
+    State(state): State<AppState>,
+    Path(DeliveryId(id)): Path<DeliveryId>,
+) -> Answer<DeliveryView> {
     match state.conversations.store().retry_delivery(id).await {
-        Ok(delivery) => Json(view(delivery, &state.agent.masker)).into_response(),
-        Err(RetryError::NotFound) => ApiError::new(
+        Ok(delivery) => Ok(Json(view(delivery, &state.agent.masker))),
+        Err(RetryError::NotFound) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no undelivered webhook delivery has id {id}"),
-        )
-        .into_response(),
-        Err(RetryError::NotFailed) => ApiError::new(
+        )),
+        Err(RetryError::NotFailed) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "the delivery is not dead-lettered: it is still being sent",
-        )
-        .into_response(),
-        Err(RetryError::Store(e)) => store_error(e),
+        )),
+        Err(RetryError::Store(e)) => Err(e.into()),
     }
 }

@@ -7,6 +7,7 @@ pub mod known_json;
 pub mod message;
 pub mod request;
 pub mod response;
+pub mod rules;
 
 pub use events::StreamEvent;
 pub use message::{FunctionCall, Message, ToolCall};

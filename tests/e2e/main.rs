@@ -31,6 +31,7 @@ mod conversations_pg;
 mod conversations_replicas;
 mod core_attacks;
 mod deltas;
+mod error_statuses;
 mod errors_and_exits;
 mod fake_llm_selftest;
 mod frontend_tools;

@@ -38,6 +38,38 @@ pub(super) fn ok(description: &str, schema: &Value) -> Value {
     })
 }
 
+/// An error that tells the client when to retry (`Retry-After`).
+fn retry_error(description: &str) -> Value {
+    let mut e = error(description);
+    e["headers"]["retry-after"] = json!({"$ref": "#/components/headers/RetryAfter"});
+    e
+}
+
+/// A route that starts a run: refused, as `/api/chat` is, when the model's call slots are
+/// full, and when `conversations.max_running` conversations run.
+fn starts_a_run(mut responses: Value, stored: &str) -> Value {
+    responses["429"] = retry_error(&format!(
+        "`conversations.max_running` conversations are running{stored}; retry shortly."
+    ));
+    responses["503"] = retry_error(&format!(
+        "Server busy, or the model's concurrent-call slots are full \
+         (`llm.max_concurrent_calls_per_model`){stored}; retry shortly."
+    ));
+    responses
+}
+
+/// A route that makes one LLM call and answers its failure as `/api/chat` does.
+fn calls_the_llm(mut responses: Value) -> Value {
+    responses["429"] = error("The LLM provider rate-limited the call.");
+    responses["500"] = error("The LLM call failed, or the conversation store failed.");
+    responses["502"] = error("The LLM provider refused the model's credentials, or misbehaved.");
+    responses["503"] = retry_error(
+        "Server busy, or the model's concurrent-call slots are full \
+         (`llm.max_concurrent_calls_per_model`); retry shortly.",
+    );
+    responses
+}
+
 fn body(schema: &Value) -> Value {
     json!({"required": true, "content": {"application/json": {"schema": schema}}})
 }
@@ -64,8 +96,12 @@ pub(super) fn common(mut responses: Value, with_id: bool) -> Value {
     responses["401"] = json!({"$ref": "#/components/responses/Unauthorized"});
     responses["403"] = error("Refused for a browser (see `/api/chat`).");
     responses["422"] = error("A malformed id, body or query parameter; `detail` says which.");
-    responses["500"] = error("The conversation store failed.");
-    responses["503"] = json!({"$ref": "#/components/responses/ServerBusy"});
+    if responses.get("500").is_none() {
+        responses["500"] = error("The conversation store failed.");
+    }
+    if responses.get("503").is_none() {
+        responses["503"] = json!({"$ref": "#/components/responses/ServerBusy"});
+    }
     if with_id {
         responses["404"] = error("No conversation has this id.");
     }
@@ -149,13 +185,12 @@ pub(super) fn add(doc: &mut Value, s: &ConversationSchemas) {
         "/api/conversations": {
             "post": operation("createConversation", "Create a conversation (and run its first message)", vec![],
                 Some(body(&s.create)),
-                common(json!({
+                common(starts_a_run(json!({
                     "201": ok("The new conversation.", &s.info),
-                    "400": error("An unknown model, invalid tags, frontend tools or response format."),
+                    "400": error("An unknown model, invalid tags or title, frontend tools or response format."),
                     "409": error("The id is taken."),
                     "413": error("Too many or too large images in `initial_message`."),
-                    "429": error("`conversations.max_running` conversations are running (the message is stored; retry `run`)."),
-                }), false)),
+                }), " (the conversation is stored with its message; `run` starts it)"), false)),
             "get": operation("getConversations", "Several conversations by id (`null` for unknown ones)",
                 vec![query("ids", json!({"type": "array", "items": {"type": "string", "format": "uuid"}, "maxItems": 100}), "Conversation ids (repeat the parameter).")],
                 None,
@@ -174,22 +209,21 @@ pub(super) fn add(doc: &mut Value, s: &ConversationSchemas) {
             "get": operation("getConversation", "A conversation", vec![id_param()], None,
                 common(json!({"200": ok("The conversation.", &s.info)}), true)),
             "patch": operation("updateConversation", "Change the title or tags", vec![id_param()], Some(body(&s.update)),
-                common(json!({"200": ok("The conversation.", &s.info), "400": error("Invalid tags.")}), true)),
+                common(json!({"200": ok("The conversation.", &s.info), "400": error("Invalid tags or title.")}), true)),
             "delete": operation("deleteConversation", "Delete a conversation and its events (a run is stopped first)", vec![id_param()], None,
                 common(json!({"200": success()}), true)),
         },
         "/api/conversations/{id}/events": {"post": operation("sendMessage",
             "Send a user message (taken at the next step while running; `run` starts a run)",
             vec![id_param()], Some(body(&s.send)),
-            common(json!({
+            common(starts_a_run(json!({
                 "200": success(),
                 "400": error("An empty message, or images for a model without vision."),
                 "409": error("The conversation waits for a confirmation, or already runs (with `run`)."),
                 "413": error("Too many or too large images."),
-                "429": error("`conversations.max_running` reached (the message is stored)."),
-            }), true))},
+            }), " (the message is stored)"), true))},
         "/api/conversations/{id}/run": {"post": operation("runConversation", "Run the conversation from where it stands", vec![id_param()], None,
-            common(json!({"200": success(), "409": error("Already running, or waiting for a confirmation."), "429": error("`conversations.max_running` reached.")}), true))},
+            common(starts_a_run(json!({"200": success(), "409": error("Already running, or waiting for a confirmation.")}), ""), true))},
         "/api/conversations/{id}/confirmation_policy": {"post": operation("setConfirmationPolicy",
             "Change which calls wait for the user (from the next run on)", vec![id_param()], Some(body(&s.policy)),
             common(json!({"200": success()}), true))},
@@ -199,34 +233,32 @@ pub(super) fn add(doc: &mut Value, s: &ConversationSchemas) {
         "/api/conversations/{id}/ask_agent": {"post": operation("askAgent",
             "A side question answered from the conversation's context (no tools; nothing stored; allowed while running)",
             vec![id_param()], Some(body(&s.ask)),
-            common(json!({
+            common(calls_the_llm(json!({
                 "200": ok("The answer.", &s.final_response),
                 "400": error("An empty question, or the conversation's model is unknown now."),
-            }), true))},
+            })), true))},
         "/api/conversations/{id}/condense": {"post": operation("condenseConversation",
             "Summarise the history now, as a compaction in a run would (its events are logged); `success` is false when the summary was not smaller and the history was kept",
             vec![id_param()], None,
-            common(json!({
+            common(calls_the_llm(json!({
                 "200": success(),
                 "409": error("Running, waiting for a confirmation, no history yet, or a message or run came in meanwhile."),
                 "413": error("A single message is too large to summarise within the context window."),
-                "429": error("The model's concurrent-call slots are full; retry shortly."),
-            }), true))},
+            })), true))},
         "/api/conversations/{id}/generate_title": {"post": operation("generateTitle",
             "Title the conversation from its first user messages (one LLM call, no tools); the title is stored",
             vec![id_param()], Some(optional_body(&s.generate_title)),
-            common(json!({
+            common(calls_the_llm(json!({
                 "200": ok("The title.", &s.title),
                 "400": error("Malformed JSON, or the conversation's model is unknown now."),
                 "409": error("The conversation has no user message yet."),
-                "429": error("The model's concurrent-call slots are full; retry shortly."),
-            }), true))},
+            })), true))},
         "/api/conversations/{id}/fork": {"post": operation("forkConversation",
             "An idle copy (config, secrets, state) with the events up to `from_event_id` under the same ids; allowed while the source runs (committed events only)",
             vec![id_param()], Some(optional_body(&s.fork)),
             common(json!({
                 "201": ok("The fork.", &s.info),
-                "400": error("`from_event_id` is beyond the source's last event, or invalid tags."),
+                "400": error("`from_event_id` is beyond the source's last event, or invalid tags or title."),
                 "409": error("The fork's id is taken."),
                 "413": error("The fork would exceed `conversations.max_events_per_conversation`."),
             }), true))},
@@ -240,7 +272,7 @@ pub(super) fn add(doc: &mut Value, s: &ConversationSchemas) {
         "/api/conversations/{id}/events/respond_to_confirmation": {"post": operation("respondToConfirmation",
             "Answer the pending calls (`accept` for all approvals, or `tool_decisions` / `frontend_tool_results`); the run continues",
             vec![id_param()], Some(body(&s.confirmation)),
-            common(json!({"200": success(), "409": error("Nothing waits for a confirmation."), "429": error("`conversations.max_running` reached.")}), true))},
+            common(starts_a_run(json!({"200": success(), "409": error("Nothing waits for a confirmation.")}), ""), true))},
         "/api/conversations/{id}/events/search": {"get": operation("searchEvents", "The conversation's events, oldest first by default",
             event_params(), None, common(json!({"200": ok("A page of events.", &s.events)}), true))},
         "/api/conversations/{id}/events/count": {"get": operation("countEvents", "How many events match",
