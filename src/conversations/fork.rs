@@ -12,6 +12,7 @@ use super::{
     ConversationError, Conversations, check_tags, check_title, events, from_json, stats_of, to_json,
 };
 use crate::agent::{RunState, missing_results};
+use crate::conversation_domain::{ConversationStatus, EventKind, StatusChange};
 use crate::store::{ConversationRow, EventQuery, NewEvent, StoreError};
 use crate::wire::Message;
 
@@ -59,7 +60,7 @@ impl Conversations {
             id: req.id.unwrap_or_else(Uuid::new_v4),
             title: req.title.or_else(|| src.title.clone()),
             tags: req.tags.unwrap_or_else(|| src.tags.clone()),
-            status: "idle".into(),
+            status: ConversationStatus::Idle,
             reason: Some(format!("forked from {source} at event {upto}")),
             config: src.config.clone(),
             state: to_json(&RunState::default())?,
@@ -87,7 +88,10 @@ impl Conversations {
                 .store
                 .append(
                     id,
-                    vec![events::state_update("idle", row.reason.as_deref())],
+                    vec![events::state_update(
+                        ConversationStatus::Idle,
+                        row.reason.as_deref(),
+                    )],
                 )
                 .await
                 .map_err(ConversationError::from),
@@ -147,14 +151,19 @@ impl Conversations {
                     break; // not gap-free: the source is going away
                 }
                 if fold_after.is_none_or(|after| e.id > after) {
-                    events::fold(state, &e.kind, &e.payload);
+                    events::fold(state, e.kind, &e.payload);
                 }
                 copied = e.id;
+                // A copied status change owes its snapshot, as the original did.
+                let status = (e.kind == EventKind::ConversationStateUpdate)
+                    .then(|| StatusChange::of_payload(&e.payload))
+                    .flatten();
                 batch.push(NewEvent {
                     kind: e.kind,
                     source: e.source,
                     timestamp: e.timestamp,
                     payload: e.payload,
+                    status,
                 });
             }
             if batch.is_empty() {
