@@ -281,7 +281,7 @@ impl Finishes {
                         && !matches!(row.status.as_str(), "running" | "idle")
                         && let Some(tx) = f.lock().remove(&id)
                     {
-                        let _ = tx.send(row.status);
+                        let _ = tx.send(row.status.to_string());
                     }
                 }
             }

@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
+use triage::conversation_domain::{ConversationStatus, EventKind};
 use triage::store::{ConversationRow, NewEvent, Store, StoreOptions};
 use uuid::Uuid;
 
@@ -56,7 +57,7 @@ async fn run(backend: &str, url: &str, concurrency: usize, secs: f64) {
             id: Uuid::new_v4(),
             title: None,
             tags: Default::default(),
-            status: "running".into(),
+            status: ConversationStatus::Running,
             reason: None,
             config: serde_json::json!({}),
             state: serde_json::json!({}),
@@ -84,10 +85,11 @@ async fn run(backend: &str, url: &str, concurrency: usize, secs: f64) {
                 while Instant::now() < deadline {
                     // A typical event: an agent message of a few hundred bytes.
                     let event = NewEvent {
-                        kind: "ai_message".into(),
+                        kind: EventKind::AiMessage,
                         source: "agent".into(),
                         timestamp: chrono::Utc::now(),
                         payload: serde_json::json!({"content": "x".repeat(300)}),
+                        status: None,
                     };
                     let t = Instant::now();
                     store.append(id, vec![event]).await.expect("append");

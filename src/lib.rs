@@ -10,6 +10,7 @@ pub mod allocator;
 pub mod cli;
 pub mod config;
 pub mod context;
+pub mod conversation_domain;
 pub mod conversations;
 pub mod credentials;
 pub mod frames;

@@ -10,6 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::fields::{Tags, Title};
+use crate::conversation_domain::{ConversationStatus, EventKind};
 use crate::wire::request::{FrontendToolDefinition, FrontendToolResult, ImageInput, ToolDecision};
 
 /// `POST /api/conversations`. Every field is optional.
@@ -105,8 +106,7 @@ pub struct ConversationInfo {
     pub id: Uuid,
     pub title: Option<String>,
     pub tags: BTreeMap<String, String>,
-    /// idle, running, paused, waiting_for_confirmation, finished, error, stuck, deleting
-    pub execution_status: String,
+    pub execution_status: ConversationStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub model: Option<String>,
@@ -159,7 +159,7 @@ pub struct EventPage {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct StoredEventView {
     pub id: u64,
-    pub kind: String,
+    pub kind: EventKind,
     /// user, agent or environment
     pub source: String,
     pub timestamp: DateTime<Utc>,

@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use super::api::Stats;
 use super::ownership::Hold;
-use super::runs::{RUNNING, WAITING};
 use super::{ConversationError, Conversations, StoredConfig, events, from_json, stats_of, to_json};
 use crate::agent::{AgentEvent, Condensed, RunState};
+use crate::conversation_domain::ConversationStatus;
 use crate::store::ConversationRow;
 
 impl Conversations {
@@ -20,13 +20,13 @@ impl Conversations {
     /// was not smaller (the history is kept; its cost is counted).
     pub async fn condense(self: &Arc<Self>, id: Uuid) -> Result<bool, ConversationError> {
         let before = self.row(id).await?;
-        if self.live_run(id).is_some() || before.status == RUNNING {
+        if self.live_run(id).is_some() || before.status == ConversationStatus::Running {
             return Err(ConversationError::Conflict(
                 "the conversation is running: pause or interrupt it first, or wait until it ends"
                     .into(),
             ));
         }
-        if before.status == WAITING {
+        if before.status == ConversationStatus::WaitingForConfirmation {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first (a summary would \
                  drop the calls it waits on)"

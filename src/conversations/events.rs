@@ -6,6 +6,7 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use crate::agent::{AgentEvent, RunMasker, RunState, StopReason};
+use crate::conversation_domain::{ConversationStatus, EventKind, StatusChange};
 use crate::frames;
 use crate::store::NewEvent;
 use crate::wire::{Message, StreamEvent};
@@ -14,21 +15,27 @@ pub const USER: &str = "user";
 pub const AGENT: &str = "agent";
 pub const ENVIRONMENT: &str = "environment";
 
-pub fn new_event(kind: &str, source: &str, payload: Value) -> NewEvent {
+pub fn new_event(kind: EventKind, source: &str, payload: Value) -> NewEvent {
     NewEvent {
-        kind: kind.to_owned(),
+        kind,
         source: source.to_owned(),
         timestamp: Utc::now(),
         payload,
+        status: None,
     }
 }
 
-pub fn state_update(status: &str, reason: Option<&str>) -> NewEvent {
-    let mut payload = json!({"execution_status": status});
-    if let Some(reason) = reason {
-        payload["reason"] = Value::String(reason.to_owned());
+/// A status change's event; the store is handed the change typed beside its payload.
+pub fn state_update(status: ConversationStatus, reason: Option<&str>) -> NewEvent {
+    let change = StatusChange::new(status, reason);
+    NewEvent {
+        status: Some(change.clone()),
+        ..new_event(
+            EventKind::ConversationStateUpdate,
+            ENVIRONMENT,
+            change.payload(),
+        )
     }
-    new_event("conversation_state_update", ENVIRONMENT, payload)
 }
 
 /// The stored form of a run's event; `None` for what is not kept (text deltas).
@@ -37,7 +44,7 @@ pub fn stored(event: AgentEvent) -> Option<NewEvent> {
         AgentEvent::MessageAdded { index, message } => {
             let source = source_of(&message);
             return Some(new_event(
-                "message",
+                EventKind::Message,
                 source,
                 json!({"index": index, "message": *message}),
             ));
@@ -45,7 +52,7 @@ pub fn stored(event: AgentEvent) -> Option<NewEvent> {
         AgentEvent::MessageReplaced { index, message } => {
             let source = source_of(&message);
             return Some(new_event(
-                "message_replaced",
+                EventKind::MessageReplaced,
                 source,
                 json!({"index": index, "message": *message}),
             ));
@@ -60,7 +67,7 @@ pub fn stored(event: AgentEvent) -> Option<NewEvent> {
     };
     Some(match event {
         AgentEvent::Paused { pending } => new_event(
-            "approval_required",
+            EventKind::ApprovalRequired,
             AGENT,
             json!({
                 "requires_approval": true,
@@ -74,13 +81,13 @@ pub fn stored(event: AgentEvent) -> Option<NewEvent> {
             metadata.response_format = answer.format;
             metadata.model_fallbacks = answer.fallbacks;
             new_event(
-                "ai_answer_end",
+                EventKind::AiAnswerEnd,
                 AGENT,
                 json!({"analysis": answer.text, "metadata": metadata}),
             )
         }
         AgentEvent::Failed(error) => new_event(
-            "error",
+            EventKind::Error,
             ENVIRONMENT,
             serde_json::to_value(crate::wire::events::ErrorEvent::new(
                 error.message,
@@ -88,33 +95,40 @@ pub fn stored(event: AgentEvent) -> Option<NewEvent> {
             ))
             .unwrap_or(Value::Null),
         ),
-        AgentEvent::Stopped(StopReason::Interrupted { cut }) => {
-            new_event("interrupted", ENVIRONMENT, json!({"cut_tool_calls": cut}))
+        AgentEvent::Stopped(StopReason::Interrupted { cut }) => new_event(
+            EventKind::Interrupted,
+            ENVIRONMENT,
+            json!({"cut_tool_calls": cut}),
+        ),
+        AgentEvent::Stopped(StopReason::Paused) => {
+            new_event(EventKind::Paused, ENVIRONMENT, json!({}))
         }
-        AgentEvent::Stopped(StopReason::Paused) => new_event("paused", ENVIRONMENT, json!({})),
         AgentEvent::Stopped(StopReason::Stuck { pattern }) => {
-            new_event("stuck", ENVIRONMENT, json!({"pattern": pattern}))
+            new_event(EventKind::Stuck, ENVIRONMENT, json!({"pattern": pattern}))
         }
         _ => return None,
     })
 }
 
+/// A frame's stored form: its name and its data as a JSON value, built straight from the
+/// frame (never written out as text and read back).
 fn from_frame(frame: &StreamEvent) -> NewEvent {
-    let source = match frame {
-        StreamEvent::ToolCallingResult(_)
-        | StreamEvent::TokenCount(_)
-        | StreamEvent::CompactionStart(_)
-        | StreamEvent::Compacted(_)
-        | StreamEvent::ModelFallback(_)
-        | StreamEvent::Error(_) => ENVIRONMENT,
-        _ => AGENT,
+    let (kind, source) = match frame {
+        StreamEvent::StartToolCalling(_) => (EventKind::StartToolCalling, AGENT),
+        StreamEvent::ToolCallingResult(_) => (EventKind::ToolCallingResult, ENVIRONMENT),
+        StreamEvent::AiMessage(_) => (EventKind::AiMessage, AGENT),
+        StreamEvent::AnswerDelta(_) => (EventKind::AiAnswerDelta, AGENT),
+        StreamEvent::TokenCount(_) => (EventKind::TokenCount, ENVIRONMENT),
+        StreamEvent::ApprovalRequired(_) => (EventKind::ApprovalRequired, AGENT),
+        StreamEvent::CompactionStart(_) => {
+            (EventKind::ConversationHistoryCompactionStart, ENVIRONMENT)
+        }
+        StreamEvent::Compacted(_) => (EventKind::ConversationHistoryCompacted, ENVIRONMENT),
+        StreamEvent::AnswerEnd(_) => (EventKind::AiAnswerEnd, AGENT),
+        StreamEvent::Error(_) => (EventKind::Error, ENVIRONMENT),
+        StreamEvent::ModelFallback(_) => (EventKind::ModelFallback, ENVIRONMENT),
     };
-    let mut data = Vec::new();
-    let payload = match frame.write_data(&mut data) {
-        Ok(()) => serde_json::from_slice(&data).unwrap_or(Value::Null),
-        Err(_) => Value::Null,
-    };
-    new_event(frame.name(), source, payload)
+    new_event(kind, source, frame.data_value().unwrap_or(Value::Null))
 }
 
 fn source_of(message: &Message) -> &'static str {
@@ -131,29 +145,29 @@ pub fn message_pushed(message: Option<&Message>, masker: &RunMasker) -> Option<N
     let message = message?;
     let mut payload = json!({"message": message});
     masker.mask(&mut payload);
-    Some(new_event("message", source_of(message), payload))
+    Some(new_event(EventKind::Message, source_of(message), payload))
 }
 
 /// Applies a stored event to a state's messages (what a crash may have left unsaved, or the
 /// history up to an event, for a fork).
-pub fn fold(state: &mut RunState, kind: &str, payload: &Value) {
+pub fn fold(state: &mut RunState, kind: EventKind, payload: &Value) {
     let message = || serde_json::from_value::<Message>(payload["message"].clone()).ok();
     let index = payload["index"].as_u64().map(|i| i as usize);
     match kind {
-        "message" => {
+        EventKind::Message => {
             if let Some(message) = message() {
                 let at = index.map_or(state.messages.len(), |i| i.min(state.messages.len()));
                 state.messages.insert(at, message);
             }
         }
-        "message_replaced" => {
+        EventKind::MessageReplaced => {
             if let (Some(index), Some(message)) = (index, message())
                 && let Some(slot) = state.messages.get_mut(index)
             {
                 *slot = message;
             }
         }
-        "conversation_history_compacted" => {
+        EventKind::ConversationHistoryCompacted => {
             if let Ok(messages) = serde_json::from_value(payload["messages"].clone()) {
                 state.messages = messages;
             }

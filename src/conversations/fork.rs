@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::api::{ConversationInfo, ForkConversation, Stats};
 use super::{ConversationError, Conversations, Tags, Title, events, from_json, stats_of, to_json};
 use crate::agent::{RunState, missing_results};
+use crate::conversation_domain::{ConversationStatus, EventKind, StatusChange};
 use crate::store::{ConversationRow, EventQuery, NewEvent, StoreError};
 use crate::wire::Message;
 
@@ -56,7 +57,7 @@ impl Conversations {
                 .map(Title::into_inner)
                 .or_else(|| src.title.clone()),
             tags: req.tags.map_or_else(|| src.tags.clone(), Tags::into_inner),
-            status: "idle".into(),
+            status: ConversationStatus::Idle,
             reason: Some(format!("forked from {source} at event {upto}")),
             config: src.config.clone(),
             state: to_json(&RunState::default())?,
@@ -84,7 +85,10 @@ impl Conversations {
                 .store
                 .append(
                     id,
-                    vec![events::state_update("idle", row.reason.as_deref())],
+                    vec![events::state_update(
+                        ConversationStatus::Idle,
+                        row.reason.as_deref(),
+                    )],
                 )
                 .await
                 .map_err(ConversationError::from),
@@ -144,14 +148,19 @@ impl Conversations {
                     break; // not gap-free: the source is going away
                 }
                 if fold_after.is_none_or(|after| e.id > after) {
-                    events::fold(state, &e.kind, &e.payload);
+                    events::fold(state, e.kind, &e.payload);
                 }
                 copied = e.id;
+                // A copied status change owes its snapshot, as the original did.
+                let status = (e.kind == EventKind::ConversationStateUpdate)
+                    .then(|| StatusChange::of_payload(&e.payload))
+                    .flatten();
                 batch.push(NewEvent {
                     kind: e.kind,
                     source: e.source,
                     timestamp: e.timestamp,
                     payload: e.payload,
+                    status,
                 });
             }
             if batch.is_empty() {

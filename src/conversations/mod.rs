@@ -24,9 +24,11 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::agent::{
-    Agent, RunConfig, RunError, RunErrorKind, RunMasker, RunState, SecretMasker, Waiting,
+    Agent, PendingCall, RunConfig, RunError, RunErrorKind, RunMasker, RunState, SecretMasker,
+    Waiting,
 };
-use crate::store::{ConversationQuery, ConversationRow, Store, StoreError};
+use crate::conversation_domain::ConversationStatus;
+use crate::store::{ConversationQuery, ConversationRow, Snapshot, Store, StoreError};
 use api::{
     ConfirmationPolicy, ConversationInfo, ConversationPage, CreateConversation, PendingAction,
     Stats, UpdateConversation,
@@ -203,7 +205,7 @@ impl Conversations {
             id: req.id.unwrap_or_else(Uuid::new_v4),
             title: req.title.map(Title::into_inner),
             tags,
-            status: "idle".into(),
+            status: ConversationStatus::Idle,
             reason: None,
             config: to_json(&config)?,
             state: to_json(&RunState::default())?,
@@ -251,7 +253,7 @@ impl Conversations {
         let cutoff = Utc::now() - chrono::Duration::days(i64::from(days));
         let gone = self
             .store
-            .delete_older_than(&["finished", "error", "stuck"], cutoff)
+            .delete_older_than(&ConversationStatus::ENDED, cutoff)
             .await?;
         Ok(gone)
     }
@@ -377,38 +379,68 @@ pub fn info_from_row(
         id: row.id,
         title: row.title.clone(),
         tags: row.tags.clone(),
-        execution_status: row.status.clone(),
+        execution_status: row.status,
         reason: row.reason.clone(),
         model: config.run.model.clone(),
         confirmation_policy: config.policy,
         max_iterations: config.run.max_steps.unwrap_or(default_steps),
         stuck_detection: config.stuck_detection,
-        pending_actions: state
-            .pending
-            .iter()
-            .map(|p| match &p.waits_for {
-                Waiting::Approval {
-                    description,
-                    params,
-                } => PendingAction {
-                    tool_call_id: p.call.id.clone(),
-                    tool_name: p.call.function.name.clone(),
-                    arguments: params.clone(),
-                    waits_for: "approval".into(),
-                    description: Some(description.clone()),
-                },
-                Waiting::Frontend { arguments } => PendingAction {
-                    tool_call_id: p.call.id.clone(),
-                    tool_name: p.call.function.name.clone(),
-                    arguments: arguments.clone(),
-                    waits_for: "frontend_tool".into(),
-                    description: None,
-                },
-            })
-            .collect(),
+        pending_actions: pending_actions(&state.pending),
         stats: from_json(&row.stats).unwrap_or_default(),
         last_event_id: row.last_event_id,
         created_at: row.created_at,
         updated_at: row.updated_at,
     })
+}
+
+/// What a webhook snapshot shows: the conversation as the outbox kept it when the change
+/// was written, with that change's status, reason and last event.
+pub fn info_from_snapshot(
+    snapshot: &Snapshot,
+    default_steps: u32,
+) -> Result<ConversationInfo, ConversationError> {
+    let config: StoredConfig = from_json(&snapshot.config)?;
+    let pending: Option<Vec<PendingCall>> = from_json(&snapshot.pending)?;
+    let change = &snapshot.change;
+    Ok(ConversationInfo {
+        id: snapshot.id,
+        title: snapshot.title.clone(),
+        tags: snapshot.tags.clone(),
+        execution_status: change.status,
+        reason: change.reason.clone(),
+        model: config.run.model.clone(),
+        confirmation_policy: config.policy,
+        max_iterations: config.run.max_steps.unwrap_or(default_steps),
+        stuck_detection: config.stuck_detection,
+        pending_actions: pending_actions(&pending.unwrap_or_default()),
+        stats: from_json(&snapshot.stats).unwrap_or_default(),
+        last_event_id: change.last_event_id,
+        created_at: snapshot.created_at,
+        updated_at: snapshot.updated_at,
+    })
+}
+
+fn pending_actions(pending: &[PendingCall]) -> Vec<PendingAction> {
+    pending
+        .iter()
+        .map(|p| match &p.waits_for {
+            Waiting::Approval {
+                description,
+                params,
+            } => PendingAction {
+                tool_call_id: p.call.id.clone(),
+                tool_name: p.call.function.name.clone(),
+                arguments: params.clone(),
+                waits_for: "approval".into(),
+                description: Some(description.clone()),
+            },
+            Waiting::Frontend { arguments } => PendingAction {
+                tool_call_id: p.call.id.clone(),
+                tool_name: p.call.function.name.clone(),
+                arguments: arguments.clone(),
+                waits_for: "frontend_tool".into(),
+                description: None,
+            },
+        })
+        .collect()
 }

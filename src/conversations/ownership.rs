@@ -15,9 +15,9 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::events;
-use super::runs::RUNNING;
 use super::{ConversationError, Conversations, StoredConfig, from_json, to_json};
 use crate::agent::{RunState, UserMessage, missing_results};
+use crate::conversation_domain::{ConversationStatus, EventKind};
 use crate::store::{ConversationRow, EventQuery, QueuedCommand, StoreError};
 
 /// Whether this replica may change the conversation now.
@@ -61,7 +61,7 @@ impl Conversations {
             };
             if claimed {
                 let row = match self.store.get(id).await {
-                    Ok(Some(row)) if row.status == RUNNING => {
+                    Ok(Some(row)) if row.status == ConversationStatus::Running => {
                         match self.settle_stopped_run(row).await {
                             // Settling rewrote it.
                             Ok(()) => self.row(id).await,
@@ -81,7 +81,7 @@ impl Conversations {
                 };
             }
             self.brief_holds().remove(&id);
-            if self.row(id).await?.status == RUNNING {
+            if self.row(id).await?.status == ConversationStatus::Running {
                 return Ok(Hold::Elsewhere);
             }
             if Instant::now() >= deadline {
@@ -130,7 +130,8 @@ impl Conversations {
         // takes commands no live lease holds.
         let owner_runs_it = match (self.store.get(id).await, self.store.lease(id).await) {
             (Ok(Some(row)), Ok(lease)) => {
-                row.status == RUNNING && lease.is_some_and(|l| l.is_live(self.store.now()))
+                row.status == ConversationStatus::Running
+                    && lease.is_some_and(|l| l.is_live(self.store.now()))
             }
             (Ok(None), _) => return Err(ConversationError::NotFound(id)),
             _ => true,
@@ -231,7 +232,7 @@ impl Conversations {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
             match self.store.get(id).await {
-                Ok(Some(row)) if row.status == RUNNING => {}
+                Ok(Some(row)) if row.status == ConversationStatus::Running => {}
                 _ => return,
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -246,7 +247,11 @@ impl Conversations {
             let mut unreadable = 0;
             let ids = self
                 .store
-                .orphaned(&[RUNNING], self.store.now(), SWEEP_BATCH)
+                .orphaned(
+                    &[ConversationStatus::Running],
+                    self.store.now(),
+                    SWEEP_BATCH,
+                )
                 .await?;
             let found = ids.len();
             for id in ids {
@@ -264,7 +269,7 @@ impl Conversations {
                     continue;
                 }
                 let result = match self.store.get(id).await {
-                    Ok(Some(row)) if row.status == RUNNING => {
+                    Ok(Some(row)) if row.status == ConversationStatus::Running => {
                         self.settle_stopped_run(row).await.map(|()| 1)
                     }
                     Ok(_) => Ok(0),
@@ -307,7 +312,7 @@ impl Conversations {
                 )
                 .await?;
             for e in &page.items {
-                events::fold(&mut state, &e.kind, &e.payload);
+                events::fold(&mut state, e.kind, &e.payload);
                 after = e.id;
             }
             if page.next_page_id.is_none() || page.items.is_empty() {
@@ -331,15 +336,21 @@ impl Conversations {
         }
         let reason = "the server stopped while the conversation was running";
         let error = events::new_event(
-            "error",
+            EventKind::Error,
             events::ENVIRONMENT,
             json!({"description": reason, "error_code": 1, "msg": reason, "success": false}),
         );
         let stored = self
             .store
-            .append(id, vec![error, events::state_update("error", Some(reason))])
+            .append(
+                id,
+                vec![
+                    error,
+                    events::state_update(ConversationStatus::Error, Some(reason)),
+                ],
+            )
             .await?;
-        row.status = "error".into();
+        row.status = ConversationStatus::Error;
         row.reason = Some(reason.into());
         row.state = to_json(&state)?;
         row.state_event_id = stored.last().map_or(after, |e| e.id);

@@ -19,6 +19,7 @@ use crate::agent::{
     AgentEvent, Decision, FrontendResult, Input, Run, RunControl, RunMasker, RunState, StopReason,
     UserMessage,
 };
+use crate::conversation_domain::{ConversationStatus, EventKind};
 use crate::store::{ConversationRow, NewEvent, ReplyToken, Store, StoreError};
 
 /// A run in progress on this replica.
@@ -37,10 +38,8 @@ impl LiveRun {
     }
 }
 
-pub(super) const RUNNING: &str = "running";
 /// How long `interrupt` waits for a run on another replica to stop.
 const INTERRUPT_WAIT: Duration = Duration::from_secs(30);
-pub(super) const WAITING: &str = "waiting_for_confirmation";
 
 impl Conversations {
     /// Stores a user message; a running conversation takes it at its next step, an idle one
@@ -76,29 +75,32 @@ impl Conversations {
                     .send_to_owner(id, MESSAGE, message_payload(&user))
                     .await;
             }
-            Hold::Mine(row) => {
-                let kept = self.keep_new_message(*row, &message, &user).await;
-                self.release(id).await;
-                kept?;
-            }
-        }
-        drop(guard);
-        if message.run.unwrap_or(false) {
-            self.run(id).await?;
+            Hold::Mine(row) => match self.keep_new_message(*row, &message, &user).await {
+                // The lease taken for the message is the run's: one claim, not a release
+                // and a second claim.
+                Ok(row) if message.run.unwrap_or(false) => {
+                    return self.start_holding(row, Input::default(), false).await;
+                }
+                Ok(_) => self.release(id).await,
+                Err(e) => {
+                    self.release(id).await;
+                    return Err(e);
+                }
+            },
         }
         Ok(())
     }
 
     /// A message for an idle conversation (its lease held): checked against its config,
-    /// logged, then added to its state.
+    /// logged, then added to its state. Returns the row as it now stands.
     async fn keep_new_message(
         &self,
         mut row: ConversationRow,
         message: &SendMessage,
         user: &UserMessage,
-    ) -> Result<(), ConversationError> {
+    ) -> Result<ConversationRow, ConversationError> {
         let id = row.id;
-        if row.status == WAITING {
+        if row.status == ConversationStatus::WaitingForConfirmation {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first \
                  (POST …/events/respond_to_confirmation)"
@@ -126,7 +128,7 @@ impl Conversations {
         row.state_event_id = stored.last().map_or(row.state_event_id, |e| e.id);
         row.updated_at = Utc::now();
         self.store.update(&row).await?;
-        Ok(())
+        Ok(row)
     }
 
     /// Runs the conversation from where it stands. 409 while it runs or waits for a
@@ -140,7 +142,7 @@ impl Conversations {
         let row = self.row(id).await?;
         if let Some(live) = self.live_run(id) {
             live.control.pause();
-        } else if row.status == RUNNING {
+        } else if row.status == ConversationStatus::Running {
             self.send_to_owner(id, PAUSE, json!({})).await?;
         }
         Ok(())
@@ -158,7 +160,7 @@ impl Conversations {
         if let Some(live) = self.live_run(id) {
             live.control.interrupt();
             live.finished().await;
-        } else if status == RUNNING {
+        } else if status == ConversationStatus::Running {
             self.send_to_owner(id, INTERRUPT, json!({})).await?;
             self.wait_stopped(id, INTERRUPT_WAIT).await;
         }
@@ -173,7 +175,7 @@ impl Conversations {
     ) -> Result<(), ConversationError> {
         let row = self.row(id).await?;
         let state: RunState = from_json(&row.state)?;
-        if row.status != WAITING || state.pending.is_empty() {
+        if row.status != ConversationStatus::WaitingForConfirmation || state.pending.is_empty() {
             return Err(ConversationError::Conflict(
                 "nothing is waiting for a confirmation".into(),
             ));
@@ -224,8 +226,19 @@ impl Conversations {
         let Hold::Mine(row) = self.hold(id).await? else {
             return Err(already());
         };
-        // The lease is the run's from here; every refusal gives it back.
-        let started = self.start_held(*row, input, answering).await;
+        self.start_holding(*row, input, answering).await
+    }
+
+    /// Starts a run under the lease this replica holds for a change (the row lock held):
+    /// the lease is the run's from here; every refusal gives it back.
+    async fn start_holding(
+        self: &Arc<Self>,
+        row: ConversationRow,
+        input: Input,
+        answering: bool,
+    ) -> Result<(), ConversationError> {
+        let id = row.id;
+        let started = self.start_held(row, input, answering).await;
         match started {
             // The live run holds the lease now, not a change.
             Ok(Started::Running) => {
@@ -243,7 +256,7 @@ impl Conversations {
         answering: bool,
     ) -> Result<Started, ConversationError> {
         let id = row.id;
-        if row.status == WAITING && !answering {
+        if row.status == ConversationStatus::WaitingForConfirmation && !answering {
             return Err(ConversationError::Conflict(
                 "the conversation waits for a confirmation: answer it first".into(),
             ));
@@ -260,7 +273,7 @@ impl Conversations {
         }
         let config: StoredConfig = from_json(&row.config)?;
         let state: RunState = from_json(&row.state)?;
-        if row.status == "paused" && input.is_empty() && state.answered() {
+        if row.status == ConversationStatus::Paused && input.is_empty() && state.answered() {
             self.finish_answered(row).await?;
             return Ok(Started::Answered);
         }
@@ -272,12 +285,15 @@ impl Conversations {
         let run = self.agent.start(&config.run, state, input)?;
         let masker = run.masker().clone();
         let stop = control.clone();
-        row.status = RUNNING.into();
+        row.status = ConversationStatus::Running;
         row.reason = None;
         row.updated_at = Utc::now();
         self.store.update(&row).await?;
         self.store
-            .append(id, vec![events::state_update(RUNNING, None)])
+            .append(
+                id,
+                vec![events::state_update(ConversationStatus::Running, None)],
+            )
             .await?;
         let (done_tx, done) = watch::channel(false);
         self.live
@@ -308,12 +324,15 @@ impl Conversations {
     /// A conversation paused while its answer arrived: the turn is over, `run` finishes it
     /// without asking the model again.
     async fn finish_answered(&self, mut row: ConversationRow) -> Result<(), ConversationError> {
-        row.status = "finished".into();
+        row.status = ConversationStatus::Finished;
         row.reason = None;
         row.updated_at = Utc::now();
         self.store.update(&row).await?;
         self.store
-            .append(row.id, vec![events::state_update("finished", None)])
+            .append(
+                row.id,
+                vec![events::state_update(ConversationStatus::Finished, None)],
+            )
             .await?;
         Ok(())
     }
@@ -338,12 +357,12 @@ impl Conversations {
                 let mut status = status_of(&event);
                 // A pause asked for while the step that answered was in flight: the answer
                 // is kept, the conversation stays paused (`run` then finishes it).
-                if status.0 == "finished" && control.pause_requested() {
-                    status = ("paused", None);
+                if status.0 == ConversationStatus::Finished && control.pause_requested() {
+                    status = (ConversationStatus::Paused, None);
                 }
                 // A state that waits for the outside world gets a new reply token, handed
                 // out with the event that announces it (webhooks in).
-                token = matches!(status.0, WAITING | "paused").then(|| ReplyToken::mint(status.0));
+                token = status.0.awaits_reply().then(|| ReplyToken::mint(status.0));
                 end = Some(status);
             }
             if let Some(stored) = events::stored(event) {
@@ -351,15 +370,21 @@ impl Conversations {
             }
         }
         let mut state = run.take_state().unwrap_or_default();
-        let (status, reason) =
-            end.unwrap_or(("error", Some("the run ended without a final event".into())));
+        let (status, reason) = end.unwrap_or((
+            ConversationStatus::Error,
+            Some("the run ended without a final event".into()),
+        ));
         drop(tx);
         let (last_seq, log_error) = match writer.await {
             Ok(Ok(seq)) => (seq, None),
             Ok(Err((seq, e))) => (seq, Some(e.to_string())),
             Err(e) => (0, Some(format!("the log writer stopped: {e}"))),
         };
-        let status = if log_error.is_some() { "error" } else { status };
+        let status = if log_error.is_some() {
+            ConversationStatus::Error
+        } else {
+            status
+        };
         let reason = log_error.or(reason);
         let lock = self.row_lock(id);
         let _guard = lock.lock().await;
@@ -401,7 +426,7 @@ impl Conversations {
             }
         }
         let stats = super::stats_of(&state, context_tokens);
-        row.status = status.into();
+        row.status = status;
         row.reason = reason.clone();
         row.state = to_json(&state).unwrap_or(row.state);
         row.state_event_id = last_seq.max(row.state_event_id);
@@ -431,7 +456,7 @@ impl Conversations {
 
 fn user_event(message: &SendMessage, masker: &RunMasker) -> NewEvent {
     let mut event = events::new_event(
-        "user_message",
+        EventKind::UserMessage,
         USER,
         json!({"content": message.content, "images": message.images.as_ref().map_or(0, Vec::len)}),
     );
@@ -447,17 +472,19 @@ enum Started {
     Answered,
 }
 
-fn status_of(event: &AgentEvent) -> (&'static str, Option<String>) {
+fn status_of(event: &AgentEvent) -> (ConversationStatus, Option<String>) {
     match event {
-        AgentEvent::Finished(_) => ("finished", None),
-        AgentEvent::Paused { .. } => (WAITING, None),
-        AgentEvent::Failed(e) => ("error", Some(e.message.clone())),
-        AgentEvent::Stopped(StopReason::Paused) => ("paused", None),
+        AgentEvent::Finished(_) => (ConversationStatus::Finished, None),
+        AgentEvent::Paused { .. } => (ConversationStatus::WaitingForConfirmation, None),
+        AgentEvent::Failed(e) => (ConversationStatus::Error, Some(e.message.clone())),
+        AgentEvent::Stopped(StopReason::Paused) => (ConversationStatus::Paused, None),
         AgentEvent::Stopped(StopReason::Interrupted { .. }) => {
-            ("paused", Some("interrupted".into()))
+            (ConversationStatus::Paused, Some("interrupted".into()))
         }
-        AgentEvent::Stopped(StopReason::Stuck { pattern }) => ("stuck", Some(pattern.clone())),
-        _ => ("error", None),
+        AgentEvent::Stopped(StopReason::Stuck { pattern }) => {
+            (ConversationStatus::Stuck, Some(pattern.clone()))
+        }
+        _ => (ConversationStatus::Error, None),
     }
 }
 

@@ -9,6 +9,7 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use super::{ConversationError, Conversations, StoredConfig, from_json};
+use crate::conversation_domain::{ConversationStatus, EventKind};
 use crate::store::EventQuery;
 
 /// `max_length` when the request has none (OpenHands' default).
@@ -60,7 +61,7 @@ impl Conversations {
         let Some(row) = self.store.get(id).await? else {
             return Ok(false);
         };
-        if row.title.is_some() || row.status != "finished" {
+        if row.title.is_some() || row.status != ConversationStatus::Finished {
             return Ok(false);
         }
         let answers = self
@@ -68,7 +69,7 @@ impl Conversations {
             .count_events(
                 id,
                 &EventQuery {
-                    kind: Some("ai_answer_end".into()),
+                    kind: Some(EventKind::AiAnswerEnd.to_string()),
                     ..EventQuery::default()
                 },
             )
@@ -85,7 +86,7 @@ impl Conversations {
             .events(
                 id,
                 &EventQuery {
-                    kind: Some("user_message".into()),
+                    kind: Some(EventKind::UserMessage.to_string()),
                     limit: OPENING_MESSAGES,
                     ..EventQuery::default()
                 },

@@ -200,7 +200,7 @@ async fn open_conversations(
     store_files::tighten_data_dir(c);
     let options = StoreOptions {
         max_events_per_conversation: c.max_events_per_conversation,
-        outbox: crate::webhooks::outbox_plan(&settings.webhooks, agent.options.max_steps),
+        outbox: crate::webhooks::outbox_plan(&settings.webhooks),
         keys: Arc::new(keys),
         ..StoreOptions::default()
     };
@@ -216,13 +216,14 @@ async fn open_conversations(
             .map_err(|e| StartupError::Store(e.to_string()))?;
     }
     let lease = Duration::from_secs_f64(c.lease_secs);
+    let default_steps = agent.options.max_steps;
     let conversations = Conversations::new(agent, store, c.max_running, lease, c.auto_title);
     let recovered = conversations
         .recover()
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
     conversations.maintain();
-    crate::webhooks::start(&settings.webhooks, conversations.store())
+    crate::webhooks::start(&settings.webhooks, conversations.store(), default_steps)
         .await
         .map_err(|e| StartupError::Config(ConfigError::Invalid(e)))?;
     if c.retention_days > 0 {

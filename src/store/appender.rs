@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::conversations::{COLUMNS, Record};
 use super::db::{Db, on_pool};
-use super::outbox::{self, OutboxPlan, STATE_UPDATE, run_statement};
+use super::outbox::{self, OutboxPlan, run_statement};
 use super::replies::token_hash;
 use super::{
     ConversationRow, NOTIFY_CHANNEL, NewEvent, ReplyToken, StoreError, StoreOptions, StoredEvent,
@@ -202,16 +202,16 @@ async fn commit(
             if let (Some(token), Ok(_)) = (token, answer) {
                 // Handed out before the state is stored (`approval_required`), entered with
                 // the status change itself.
-                let entered = events.iter().any(|e| {
-                    e.kind == STATE_UPDATE && e.payload["execution_status"] == token.state.as_str()
-                });
+                let entered = events
+                    .iter()
+                    .any(|e| e.status.as_ref().is_some_and(|s| s.status == token.state));
                 sqlx::query(
                     "UPDATE conversations SET reply_token_hash = $2, reply_state = $3, \
                      reply_entered = $4 WHERE id = $1",
                 )
                 .bind(*id)
                 .bind(token_hash(&token.token))
-                .bind(&token.state)
+                .bind(token.state.as_str())
                 .bind(i64::from(entered))
                 .execute(&mut *tx)
                 .await?;
@@ -237,10 +237,10 @@ async fn commit(
                 }
             }
             let mut deliveries = Vec::new();
-            for ((id, _, token), answer) in requests.iter().zip(&plan.answers) {
+            for ((id, events, token), answer) in requests.iter().zip(&plan.answers) {
                 if let Ok(stored) = answer {
                     let token = token.map(|t| t.token.as_str());
-                    deliveries.extend(outbox.for_append(*id, stored, &rows, token, now)?);
+                    deliveries.extend(outbox.for_append(*id, events, stored, &rows, token, now)?);
                 }
             }
             queued_deliveries = !deliveries.is_empty();
@@ -314,7 +314,7 @@ fn status_changes(
         .iter()
         .zip(answers)
         .filter(|((_, events, _), answer)| {
-            answer.is_ok() && events.iter().any(|e| e.kind == STATE_UPDATE)
+            answer.is_ok() && events.iter().any(|e| e.status.is_some())
         })
         .map(|((id, _, _), _)| *id)
         .collect()
@@ -323,7 +323,7 @@ fn status_changes(
 struct Row<'a> {
     id: Uuid,
     seq: i64,
-    kind: &'a str,
+    kind: &'static str,
     source: &'a str,
     micros: i64,
     payload: String,
@@ -367,7 +367,7 @@ fn number<'a>(
             let micros = event.timestamp.timestamp_micros();
             stored.push(StoredEvent {
                 id: *last as u64,
-                kind: event.kind.clone(),
+                kind: event.kind,
                 source: event.source.clone(),
                 timestamp: from_micros(micros)?,
                 payload: event.payload.clone(),
@@ -375,7 +375,7 @@ fn number<'a>(
             plan.rows.push(Row {
                 id: *id,
                 seq: *last,
-                kind: &event.kind,
+                kind: event.kind.as_str(),
                 source: &event.source,
                 micros,
                 payload,

@@ -12,12 +12,10 @@ use super::{
     ConversationQuery, ConversationRow, Page, SortOrder, Store, StoreError, from_micros,
     page_limit, paging, to_i64, to_micros, to_u64,
 };
+use crate::conversation_domain::ConversationStatus;
 
 pub(super) const COLUMNS: &str = "id, title, tags, status, reason, config, state, state_event_id, stats, \
                        last_event_id, created_at, updated_at";
-
-/// The status a deleted conversation's last webhook snapshot reports.
-pub const DELETED: &str = "deleted";
 
 /// A row as stored (JSON as text, timestamps in µs).
 #[derive(sqlx::FromRow)]
@@ -70,7 +68,9 @@ impl Record {
             id: self.id,
             title: self.title,
             tags: parse("tags", &self.tags)?,
-            status: self.status,
+            status: self.status.parse().map_err(|e| {
+                StoreError::Database(format!("conversation {}: stored {e}", self.id))
+            })?,
             reason: self.reason,
             config: parse("config", &self.config)?,
             state: parse("state", &self.state)?,
@@ -116,7 +116,7 @@ impl Store {
                 Bind::Uuid(row.id),
                 Bind::OptText(row.title.clone()),
                 Bind::Text(json_text(&row.tags)?),
-                Bind::Text(row.status.clone()),
+                Bind::Text(row.status.as_str().to_owned()),
                 Bind::OptText(row.reason.clone()),
                 Bind::Text(self.sealed_config(row.id, &row.config)?),
                 Bind::Text(json_text(&row.state)?),
@@ -141,12 +141,18 @@ impl Store {
     }
 
     /// The conversation's status alone (nothing to open).
-    pub async fn status(&self, id: Uuid) -> Result<Option<String>, StoreError> {
+    pub async fn status(&self, id: Uuid) -> Result<Option<ConversationStatus>, StoreError> {
         let sql = "SELECT status FROM conversations WHERE id = $1";
-        Ok(on_pool!(&self.inner.db, pool => sqlx::query_scalar(sql)
+        let status: Option<String> = on_pool!(&self.inner.db, pool => sqlx::query_scalar(sql)
             .bind(id)
             .fetch_optional(pool)
-            .await?))
+            .await?);
+        status
+            .map(|s| {
+                s.parse()
+                    .map_err(|e| StoreError::Database(format!("conversation {id}: stored {e}")))
+            })
+            .transpose()
     }
 
     /// One answer per id, in order; `None` for unknown ids.
@@ -208,7 +214,7 @@ impl Store {
         };
         let written = on_pool!(&self.inner.db, pool => sqlx::query(sql)
             .bind(row.id)
-            .bind(&row.status)
+            .bind(row.status.as_str())
             .bind(&row.reason)
             .bind(&state)
             .bind(to_i64(row.state_event_id))
@@ -292,7 +298,7 @@ impl Store {
             binds: vec![Bind::Uuid(id)],
         };
         Ok(self
-            .write_reporting(id, delete, Read::Before, Some(DELETED))
+            .write_reporting(id, delete, Read::Before, Some(ConversationStatus::Deleted))
             .await?
             > 0)
     }
@@ -374,7 +380,10 @@ impl Store {
     }
 
     /// Conversations whose status is one of `statuses` (start-up recovery).
-    pub async fn ids_with_status(&self, statuses: &[&str]) -> Result<Vec<Uuid>, StoreError> {
+    pub async fn ids_with_status(
+        &self,
+        statuses: &[ConversationStatus],
+    ) -> Result<Vec<Uuid>, StoreError> {
         if statuses.is_empty() {
             return Ok(Vec::new());
         }
@@ -385,7 +394,7 @@ impl Store {
         Ok(on_pool!(&self.inner.db, pool => {
             let mut query = sqlx::query_scalar(&sql);
             for status in statuses {
-                query = query.bind(*status);
+                query = query.bind(status.as_str());
             }
             query.fetch_all(pool).await?
         }))
@@ -396,7 +405,7 @@ impl Store {
     /// receivers want its `deleted` snapshot.
     pub async fn delete_older_than(
         &self,
-        statuses: &[&str],
+        statuses: &[ConversationStatus],
         cutoff: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
         if statuses.is_empty() {
@@ -416,7 +425,7 @@ impl Store {
             let ids: Vec<(Uuid,)> = on_pool!(&self.inner.db, pool => {
                 let mut query = sqlx::query_as(&sql).bind(to_micros(cutoff));
                 for status in statuses {
-                    query = query.bind(*status);
+                    query = query.bind(status.as_str());
                 }
                 query.fetch_all(pool).await?
             });
@@ -433,7 +442,7 @@ impl Store {
         Ok(on_pool!(&self.inner.db, pool => {
             let mut query = sqlx::query(&sql).bind(to_micros(cutoff));
             for status in statuses {
-                query = query.bind(*status);
+                query = query.bind(status.as_str());
             }
             query.execute(pool).await?.rows_affected()
         }))

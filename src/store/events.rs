@@ -22,7 +22,11 @@ impl EventRecord {
     fn into_event(self) -> Result<StoredEvent, StoreError> {
         Ok(StoredEvent {
             id: to_u64(self.seq),
-            kind: self.kind,
+            // Every stored kind was written from an `EventKind`.
+            kind: self
+                .kind
+                .parse()
+                .map_err(|e| StoreError::Database(format!("stored event {}: {e}", self.seq)))?,
             source: self.source,
             timestamp: from_micros(self.timestamp)?,
             payload: serde_json::from_str(&self.payload).map_err(|e| {

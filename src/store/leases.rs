@@ -118,7 +118,7 @@ impl Store {
     /// runs whose replica stopped.
     pub async fn orphaned(
         &self,
-        statuses: &[&str],
+        statuses: &[crate::conversation_domain::ConversationStatus],
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<Uuid>, StoreError> {
@@ -132,7 +132,7 @@ impl Store {
         let ids: Vec<(Uuid,)> = on_pool!(&self.inner.db, pool => {
             let mut query = sqlx::query_as(&sql);
             for status in statuses {
-                query = query.bind(*status);
+                query = query.bind(status.as_str());
             }
             query
                 .bind(to_micros(now))

@@ -33,11 +33,12 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::conversation_domain::{ConversationStatus, EventKind, StatusChange};
 use db::Db;
 pub use db::{create_private_dir, sqlite_companions, sqlite_file};
 pub use deliveries::{Delivery, DeliveryQuery, Failure, QueueStats, RetryError};
 pub use leases::{Lease, QueuedCommand};
-pub use outbox::{Change, OutboxPlan, OutboxReceiver};
+pub use outbox::{Change, OutboxPlan, OutboxReceiver, Snapshot};
 pub use replies::{Inbound, ReplyState, ReplyToken, token_hash};
 pub use reseal::Resealed;
 pub use sealing::{SealError, SecretKeys};
@@ -111,7 +112,7 @@ pub struct ConversationRow {
     pub id: Uuid,
     pub title: Option<String>,
     pub tags: BTreeMap<String, String>,
-    pub status: String,
+    pub status: ConversationStatus,
     pub reason: Option<String>,
     /// The RunConfig (+ service settings); may hold secrets: never logged.
     pub config: serde_json::Value,
@@ -128,16 +129,19 @@ pub struct ConversationRow {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEvent {
-    pub kind: String,
+    pub kind: EventKind,
     pub source: String,
     pub timestamp: DateTime<Utc>,
     pub payload: serde_json::Value,
+    /// The status change a `conversation_state_update` records, as its writer knew it: the
+    /// store never reads it back out of the payload. Not stored apart from the payload.
+    pub status: Option<StatusChange>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredEvent {
     pub id: u64,
-    pub kind: String,
+    pub kind: EventKind,
     pub source: String,
     /// Stored to the microsecond (`append` returns it truncated, as reads will).
     pub timestamp: DateTime<Utc>,

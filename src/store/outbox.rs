@@ -4,43 +4,28 @@
 //! commits has its deliveries; one that does not, has none. The sending side is
 //! `deliveries.rs`; why it is built this way, `src/webhooks/mod.rs`.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use chrono::Utc;
-
 use super::conversations::{COLUMNS, Record, is_unique_violation};
 use super::db::{on_pool, placeholders};
-use super::{ConversationRow, Store, StoreError, StoredEvent, to_i64};
+use super::{ConversationRow, NewEvent, Store, StoreError, StoredEvent, to_i64};
+use crate::conversation_domain::{ConversationStatus, EventKind, StatusChange};
 
-/// The stored kind of a status change: each one owes a conversation snapshot.
-pub const STATE_UPDATE: &str = "conversation_state_update";
-/// The stored kind of a pause for approvals (its deliveries carry the reply token).
-pub const APPROVAL_REQUIRED: &str = "approval_required";
 /// `kind` of a snapshot delivery (`POST {base_url}/conversations`).
 pub const CONVERSATIONS: &str = "conversations";
 /// `kind` of an events delivery (`POST {base_url}/events/{conversation_id}`).
 pub const EVENTS: &str = "events";
 
-/// Renders a conversation snapshot's body from its row and the change it reports.
-pub type Renderer = Arc<dyn Fn(&ConversationRow, &Change) -> Value + Send + Sync>;
-
 /// Who is owed what. Without receivers the store writes no outbox rows at all.
+#[derive(Debug)]
 pub struct OutboxPlan {
     pub receivers: Vec<OutboxReceiver>,
-    pub render: Renderer,
-}
-
-impl std::fmt::Debug for OutboxPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OutboxPlan")
-            .field("receivers", &self.receivers)
-            .finish_non_exhaustive()
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -58,16 +43,20 @@ pub struct OutboxReceiver {
 }
 
 impl OutboxReceiver {
-    fn wants(&self, kind: &str) -> bool {
-        self.events && self.event_kinds.as_ref().is_none_or(|k| k.contains(kind))
+    fn wants(&self, kind: EventKind) -> bool {
+        self.events
+            && self
+                .event_kinds
+                .as_ref()
+                .is_none_or(|k| k.contains(kind.as_str()))
     }
 }
 
 /// What a snapshot reports: the status it was taken for (a snapshot rendered after later
 /// changes still says which change it is about), and the last event it accounts for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Change {
-    pub status: String,
+    pub status: ConversationStatus,
     pub reason: Option<String>,
     pub last_event_id: u64,
     /// The reply token handed out with this change (`paused`, `waiting_for_confirmation`).
@@ -75,26 +64,58 @@ pub struct Change {
 }
 
 impl Change {
-    /// The change a stored `conversation_state_update` event records.
-    pub fn of_event(event: &StoredEvent) -> Change {
+    /// The change a `conversation_state_update` event records, as its writer passed it.
+    fn of_status(change: &StatusChange, last_event_id: u64, reply_token: Option<&str>) -> Change {
         Change {
-            status: event.payload["execution_status"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            reason: event.payload["reason"].as_str().map(str::to_owned),
-            last_event_id: event.id,
-            reply_token: None,
+            status: change.status,
+            reason: change.reason.clone(),
+            last_event_id,
+            reply_token: reply_token.map(str::to_owned),
         }
     }
 
     /// The row as it stands (create, PATCH, delete: `status` says which).
-    pub fn of_row(row: &ConversationRow, status: &str) -> Change {
+    fn of_row(row: &ConversationRow, status: ConversationStatus) -> Change {
         Change {
-            status: status.to_owned(),
+            status,
             reason: row.reason.clone(),
             last_event_id: row.last_event_id,
             reply_token: None,
+        }
+    }
+}
+
+/// A snapshot delivery as the outbox keeps it: what its body is rendered from, taken in the
+/// transaction of the change it reports — the row as it stood then (no secrets; of its state
+/// only the pending calls) and the change. The store renders nothing: the webhook worker
+/// renders the body from this at each attempt, the same bytes every time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub change: Change,
+    pub id: Uuid,
+    pub title: Option<String>,
+    pub tags: BTreeMap<String, String>,
+    /// The stored config, its secrets left out.
+    pub config: Value,
+    /// The state's `pending` calls.
+    pub pending: Value,
+    pub stats: Value,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Snapshot {
+    fn of_row(row: &ConversationRow, change: Change) -> Snapshot {
+        Snapshot {
+            change,
+            id: row.id,
+            title: row.title.clone(),
+            tags: row.tags.clone(),
+            config: row.config.clone(),
+            pending: row.state.get("pending").cloned().unwrap_or(Value::Null),
+            stats: row.stats.clone(),
+            created_at: row.created_at,
+            updated_at: row.updated_at,
         }
     }
 }
@@ -157,7 +178,7 @@ fn json(value: &impl serde::Serialize) -> Result<String, StoreError> {
 }
 
 impl OutboxPlan {
-    /// Whether some receiver wants snapshots (the appender then reads the rows it renders).
+    /// Whether some receiver wants snapshots (the appender then reads the rows they show).
     pub(super) fn wants_conversations(&self) -> bool {
         self.receivers.iter().any(|r| r.conversations)
     }
@@ -166,9 +187,10 @@ impl OutboxPlan {
     pub(super) fn snapshots(
         &self,
         row: &ConversationRow,
-        change: &Change,
+        change: Change,
     ) -> Result<Vec<NewDelivery>, StoreError> {
-        let body = json(&(self.render)(row, change))?;
+        let sequence = to_i64(change.last_event_id);
+        let body = json(&Snapshot::of_row(row, change))?;
         Ok(self
             .receivers
             .iter()
@@ -178,7 +200,7 @@ impl OutboxPlan {
                 conversation_id: row.id,
                 kind: CONVERSATIONS,
                 body: body.clone(),
-                sequence: to_i64(change.last_event_id),
+                sequence,
                 event_count: 0,
                 next_attempt_at: DUE_NOW,
             })
@@ -189,10 +211,11 @@ impl OutboxPlan {
     /// batches, and a snapshot after each status change (the events before it due at once:
     /// the snapshot must not wait behind them; the worker does the same for events of
     /// earlier rounds). `rows` holds the conversations that changed status in the round, as
-    /// they stand in its transaction.
+    /// they stand in its transaction. `events` are the append's, `stored` what they became.
     pub(super) fn for_append(
         &self,
         id: Uuid,
+        events: &[NewEvent],
         stored: &[StoredEvent],
         rows: &HashMap<Uuid, ConversationRow>,
         token: Option<&str>,
@@ -201,12 +224,12 @@ impl OutboxPlan {
         // The token handed out with these events is in their deliveries, not in the log.
         let with_token: Vec<StoredEvent>;
         let stored = match token {
-            Some(token) if stored.iter().any(|e| e.kind == APPROVAL_REQUIRED) => {
+            Some(token) if stored.iter().any(|e| e.kind == EventKind::ApprovalRequired) => {
                 with_token = stored
                     .iter()
                     .map(|e| {
                         let mut e = e.clone();
-                        if e.kind == APPROVAL_REQUIRED {
+                        if e.kind == EventKind::ApprovalRequired {
                             e.payload["reply_token"] = Value::String(token.to_owned());
                         }
                         e
@@ -221,15 +244,15 @@ impl OutboxPlan {
             let first = out.len();
             let mut batch: Vec<&StoredEvent> = Vec::new();
             let delay = i64::try_from(receiver.flush_delay.as_micros()).unwrap_or(i64::MAX);
-            for event in stored {
-                if receiver.wants(&event.kind) {
+            for (event, new) in stored.iter().zip(events) {
+                if receiver.wants(event.kind) {
                     batch.push(event);
                     if batch.len() >= receiver.batch_size {
                         out.push(events_delivery(receiver, id, &batch, DUE_NOW)?);
                         batch.clear();
                     }
                 }
-                if event.kind == STATE_UPDATE
+                if let Some(status) = &new.status
                     && receiver.conversations
                     && let Some(row) = rows.get(&id)
                 {
@@ -240,11 +263,8 @@ impl OutboxPlan {
                     for earlier in &mut out[first..] {
                         earlier.next_attempt_at = DUE_NOW;
                     }
-                    let change = Change {
-                        reply_token: token.map(str::to_owned),
-                        ..Change::of_event(event)
-                    };
-                    let body = json(&(self.render)(row, &change))?;
+                    let change = Change::of_status(status, event.id, token);
+                    let body = json(&Snapshot::of_row(row, change))?;
                     out.push(NewDelivery {
                         receiver: receiver.name.clone(),
                         conversation_id: id,
@@ -337,7 +357,7 @@ impl Store {
         id: Uuid,
         write: Statement,
         read: Read,
-        status: Option<&str>,
+        status: Option<ConversationStatus>,
     ) -> Result<u64, StoreError> {
         let conflict = |e: sqlx::Error| {
             if is_unique_violation(&e) {
@@ -376,8 +396,8 @@ impl Store {
             }
             if let Some(record) = record.filter(|_| written > 0) {
                 let row = record.into_row_without_secrets()?;
-                let change = Change::of_row(&row, status.unwrap_or(&row.status));
-                for insert in inserts(plan.snapshots(&row, &change)?, now) {
+                let change = Change::of_row(&row, status.unwrap_or(row.status));
+                for insert in inserts(plan.snapshots(&row, change)?, now) {
                     run_statement!(&mut *tx, insert)?;
                 }
             }
@@ -406,20 +426,36 @@ mod tests {
                 batch_size,
                 flush_delay: Duration::from_secs(1),
             }],
-            render: Arc::new(
-                |row, change| json!({"id": row.id, "execution_status": change.status}),
-            ),
         }
     }
 
-    fn event(id: u64, kind: &str, payload: Value) -> StoredEvent {
-        StoredEvent {
-            id,
-            kind: kind.into(),
-            source: "agent".into(),
-            timestamp: Utc::now(),
-            payload,
-        }
+    /// An append of these events (a status for a status change), numbered from 1.
+    fn append(
+        kinds: &[(EventKind, Option<ConversationStatus>)],
+    ) -> (Vec<NewEvent>, Vec<StoredEvent>) {
+        kinds
+            .iter()
+            .zip(1..)
+            .map(|(&(kind, status), id)| {
+                let status = status.map(|s| StatusChange::new(s, None));
+                let payload = status.as_ref().map_or(json!({}), StatusChange::payload);
+                let new = NewEvent {
+                    kind,
+                    source: "agent".into(),
+                    timestamp: Utc::now(),
+                    payload: payload.clone(),
+                    status,
+                };
+                let stored = StoredEvent {
+                    id,
+                    kind,
+                    source: "agent".into(),
+                    timestamp: new.timestamp,
+                    payload,
+                };
+                (new, stored)
+            })
+            .unzip()
     }
 
     fn row(id: Uuid) -> ConversationRow {
@@ -427,10 +463,10 @@ mod tests {
             id,
             title: None,
             tags: Default::default(),
-            status: "running".into(),
+            status: ConversationStatus::Running,
             reason: None,
             config: json!({}),
-            state: json!({}),
+            state: json!({"messages": [], "pending": [{"call": "c"}]}),
             state_event_id: 0,
             stats: json!({}),
             last_event_id: 0,
@@ -443,15 +479,14 @@ mod tests {
     fn events_are_batched_and_a_status_change_follows_what_came_before_it() {
         let id = Uuid::new_v4();
         let rows = HashMap::from([(id, row(id))]);
-        let stored = vec![
-            event(1, "message", json!({})),
-            event(2, "message", json!({})),
-            event(3, "message", json!({})),
-            event(4, STATE_UPDATE, json!({"execution_status": "finished"})),
-            event(5, "message", json!({})),
-        ];
+        let message = (EventKind::Message, None);
+        let finished = (
+            EventKind::ConversationStateUpdate,
+            Some(ConversationStatus::Finished),
+        );
+        let (events, stored) = append(&[message, message, message, finished, message]);
         let out = plan(2, None)
-            .for_append(id, &stored, &rows, None, 100)
+            .for_append(id, &events, &stored, &rows, None, 100)
             .unwrap();
         let shape: Vec<(&str, i64, i64, i64)> = out
             .iter()
@@ -467,21 +502,46 @@ mod tests {
                 (EVENTS, 5, 1, later),
             ]
         );
-        assert_eq!(
-            serde_json::from_str::<Value>(&out[2].body).unwrap()["execution_status"],
-            "finished"
-        );
+        // The snapshot keeps what its body is rendered from: the change as its writer
+        // passed it, and of the row's state only the pending calls.
+        let snapshot: Snapshot = serde_json::from_str(&out[2].body).unwrap();
+        assert_eq!(snapshot.change.status, ConversationStatus::Finished);
+        assert_eq!(snapshot.change.last_event_id, 4);
+        assert_eq!(snapshot.pending, json!([{"call": "c"}]));
+    }
+
+    #[test]
+    fn a_status_change_is_known_from_its_writer_not_from_its_payload() {
+        let id = Uuid::new_v4();
+        let rows = HashMap::from([(id, row(id))]);
+        let (mut events, stored) = append(&[(
+            EventKind::ConversationStateUpdate,
+            Some(ConversationStatus::Paused),
+        )]);
+        // A payload saying otherwise is the log's business, not the snapshot's.
+        events[0].payload = json!({"execution_status": "finished"});
+        let out = plan(20, None)
+            .for_append(id, &events, &stored, &rows, Some("tok"), 0)
+            .unwrap();
+        let snapshot: Snapshot = serde_json::from_str(&out[1].body).unwrap();
+        assert_eq!(snapshot.change.status, ConversationStatus::Paused);
+        assert_eq!(snapshot.change.reply_token.as_deref(), Some("tok"));
+        // Without the status, an event of that kind owes no snapshot.
+        events[0].status = None;
+        let out = plan(20, None)
+            .for_append(id, &events, &stored, &rows, None, 0)
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].kind, EVENTS);
     }
 
     #[test]
     fn event_kinds_filter_what_a_receiver_gets() {
         let id = Uuid::new_v4();
-        let stored = vec![
-            event(1, "message", json!({})),
-            event(2, "ai_answer_end", json!({})),
-        ];
+        let (events, stored) =
+            append(&[(EventKind::Message, None), (EventKind::AiAnswerEnd, None)]);
         let out = plan(20, Some(&["ai_answer_end"]))
-            .for_append(id, &stored, &HashMap::new(), None, 0)
+            .for_append(id, &events, &stored, &HashMap::new(), None, 0)
             .unwrap();
         assert_eq!(out.len(), 1);
         let body: Value = serde_json::from_str(&out[0].body).unwrap();

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::conversations::is_unique_violation;
 use super::db::on_pool;
 use super::{Store, StoreError, from_micros, to_micros};
+use crate::conversation_domain::ConversationStatus;
 
 /// A token minted for the state a conversation is about to wait in. It travels with the
 /// append that announces that state; the store keeps its hash on the conversation and puts
@@ -20,7 +21,7 @@ use super::{Store, StoreError, from_micros, to_micros};
 pub struct ReplyToken {
     pub token: String,
     /// `waiting_for_confirmation` or `paused`.
-    pub state: String,
+    pub state: ConversationStatus,
 }
 
 impl std::fmt::Debug for ReplyToken {
@@ -33,10 +34,10 @@ impl std::fmt::Debug for ReplyToken {
 
 impl ReplyToken {
     /// 256 random bits, URL-safe.
-    pub fn mint(state: &str) -> ReplyToken {
+    pub fn mint(state: ConversationStatus) -> ReplyToken {
         ReplyToken {
             token: URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>()),
-            state: state.to_owned(),
+            state,
         }
     }
 }
@@ -246,7 +247,10 @@ mod tests {
 
     #[test]
     fn tokens_are_long_random_and_url_safe() {
-        let (a, b) = (ReplyToken::mint("paused"), ReplyToken::mint("paused"));
+        let (a, b) = (
+            ReplyToken::mint(ConversationStatus::Paused),
+            ReplyToken::mint(ConversationStatus::Paused),
+        );
         assert_ne!(a.token, b.token);
         assert_eq!(a.token.len(), 43, "256 bits in base64url");
         assert!(

@@ -128,7 +128,7 @@ fn row(status: &str, created: i64, updated: i64) -> ConversationRow {
         id: Uuid::new_v4(),
         title: Some(format!("{status} {created}")),
         tags: BTreeMap::from([("team".to_owned(), "sre".to_owned())]),
-        status: status.to_owned(),
+        status: status.parse().expect("a status"),
         reason: None,
         config: json!({"model": "fake", "secrets": {"token": "s3cret"}}),
         state: json!({"messages": []}),
@@ -140,9 +140,14 @@ fn row(status: &str, created: i64, updated: i64) -> ConversationRow {
     }
 }
 
+/// An event as its writer makes it: a status change is handed over typed, beside its payload.
 fn event(kind: &str, source: &str, seconds: i64, payload: serde_json::Value) -> NewEvent {
+    let kind: EventKind = kind.parse().expect("an event kind");
     NewEvent {
-        kind: kind.to_owned(),
+        status: (kind == EventKind::ConversationStateUpdate)
+            .then(|| StatusChange::of_payload(&payload))
+            .flatten(),
+        kind,
         source: source.to_owned(),
         timestamp: at(seconds),
         payload,
@@ -175,7 +180,7 @@ async fn rows_are_created_read_updated_and_deleted(kind: Kind) {
     let mut changed = a.clone();
     changed.title = None;
     changed.tags.insert("env".into(), "prod".into());
-    changed.status = "error".into();
+    changed.status = ConversationStatus::Error;
     changed.reason = Some("the server stopped".into());
     changed.state = json!({"messages": [{"role": "user"}]});
     changed.state_event_id = 1;
@@ -264,7 +269,7 @@ async fn concurrent_appends_get_gap_free_ids_in_order(kind: Kind) {
                     let events: Vec<NewEvent> = (0..1 + i % 2)
                         .map(|part| {
                             event(
-                                "tick",
+                                "message",
                                 "agent",
                                 i,
                                 json!({"task": task, "i": i, "part": part}),
@@ -387,12 +392,14 @@ async fn one_replica_holds_a_lease_and_takes_its_commands(kind: Kind) {
         })
     );
     assert_eq!(
-        s.orphaned(&["running"], at(5), 10).await.expect("orphaned"),
+        s.orphaned(&[ConversationStatus::Running], at(5), 10)
+            .await
+            .expect("orphaned"),
         Vec::<Uuid>::new()
     );
     assert_eq!(s.renew(one, at(20)).await.expect("renew"), vec![a.id]);
     assert_eq!(
-        s.orphaned(&["running"], at(21), 10)
+        s.orphaned(&[ConversationStatus::Running], at(21), 10)
             .await
             .expect("orphaned"),
         vec![a.id]
@@ -424,7 +431,7 @@ async fn one_replica_holds_a_lease_and_takes_its_commands(kind: Kind) {
     assert_eq!(s.take_commands(one).await.expect("take"), vec![]);
 
     // A run's end is written only while its replica still holds the lease.
-    a.status = "finished".into();
+    a.status = ConversationStatus::Finished;
     assert!(
         !s.finish(&a, two).await.expect("finish"),
         "two does not hold it"
@@ -437,12 +444,12 @@ async fn one_replica_holds_a_lease_and_takes_its_commands(kind: Kind) {
     assert!(!s.finish(&a, one).await.expect("finish"), "one lost it");
     assert_eq!(
         s.get(a.id).await.expect("get").expect("row").status,
-        "running"
+        ConversationStatus::Running
     );
     assert!(s.finish(&a, two).await.expect("finish"));
     assert_eq!(
         s.get(a.id).await.expect("get").expect("row").status,
-        "finished"
+        ConversationStatus::Finished
     );
     assert_eq!(
         s.lease(a.id).await.expect("lease"),

@@ -1,29 +1,43 @@
 //! The body of `POST {base_url}/conversations`: OpenHands' conversation-update shape, with the
 //! keys triage has a meaning for under their names there, plus triage's own. The credential
 //! fields of that shape are always null: nothing secret is ever in a body.
+//!
+//! The outbox keeps what a snapshot shows (`store::Snapshot`, taken in the transaction of the
+//! change it reports); the body is rendered from it when it is sent, the same bytes at every
+//! attempt.
 
 use serde_json::{Value, json};
 
 use crate::conversations::api::ConversationInfo;
-use crate::conversations::info_from_row;
-use crate::store::{Change, ConversationRow};
+use crate::conversations::info_from_snapshot;
+use crate::store::{Change, Snapshot};
 
-/// The snapshot for `change`: the row as it stands, with the status, reason and last event
-/// of the change it reports.
-pub fn conversation(row: &ConversationRow, change: &Change, default_steps: u32) -> Value {
-    match info_from_row(row, default_steps) {
+/// The body to send for a snapshot delivery as the outbox keeps it. A body rendered when its
+/// row was written (by a version that rendered then) is sent as it is.
+pub fn snapshot_body(kept: String, default_steps: u32) -> String {
+    match serde_json::from_str::<Snapshot>(&kept) {
+        Ok(snapshot) => conversation(&snapshot, default_steps).to_string(),
+        Err(_) => kept,
+    }
+}
+
+/// The snapshot for its change: the conversation as it stood then, with the status, reason
+/// and last event of the change it reports.
+pub fn conversation(snapshot: &Snapshot, default_steps: u32) -> Value {
+    let change = &snapshot.change;
+    match info_from_snapshot(snapshot, default_steps) {
         Ok(info) => from_info(&info, change),
         // An unreadable stored config or state: the snapshot still says what changed.
         Err(e) => {
-            tracing::warn!(conversation = %row.id, error = %e, "webhook snapshot without the conversation's settings");
+            tracing::warn!(conversation = %snapshot.id, error = %e, "webhook snapshot without the conversation's settings");
             json!({
-                "id": row.id,
+                "id": snapshot.id,
                 "execution_status": change.status,
                 "reason": change.reason,
-                "title": row.title,
-                "tags": row.tags,
-                "created_at": row.created_at,
-                "updated_at": row.updated_at,
+                "title": snapshot.title,
+                "tags": snapshot.tags,
+                "created_at": snapshot.created_at,
+                "updated_at": snapshot.updated_at,
                 "last_event_id": change.last_event_id,
                 "reply_token": change.reply_token,
             })

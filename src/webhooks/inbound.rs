@@ -21,14 +21,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use crate::conversation_domain::{ConversationStatus, EventKind};
 use crate::conversations::api::{ConfirmationResponse, SendMessage};
 use crate::conversations::{ConversationError, Conversations};
 use crate::store::{Inbound as Kept, NewEvent, ReplyState, StoreError, token_hash};
 use crate::wire::request::ToolDecision;
 
-pub const WAITING: &str = "waiting_for_confirmation";
-pub const PAUSED: &str = "paused";
-const RUNNING: &str = "running";
+// The states a token is minted for, as senders name them (`state_name`).
+pub const WAITING: &str = ConversationStatus::WaitingForConfirmation.as_str();
+pub const PAUSED: &str = ConversationStatus::Paused.as_str();
+const RUNNING: &str = ConversationStatus::Running.as_str();
 
 /// Failed token attempts per conversation and window before further wrong ones get 429.
 const MAX_FAILURES: u32 = 10;
@@ -247,7 +249,7 @@ impl Inbound {
         Ok((
             "applied",
             WebhookAnswer {
-                state: Some(status),
+                state: Some(status.to_string()),
                 ..WebhookAnswer::default()
             },
         ))
@@ -304,7 +306,7 @@ impl Inbound {
         // Masked like every other logged event: a message's text may quote a secret.
         let masker = self.conversations.log_masker(id).await;
         let mut event = NewEvent {
-            kind: "webhook".into(),
+            kind: EventKind::Webhook,
             source: "user".into(),
             timestamp: Utc::now(),
             payload: json!({
@@ -315,6 +317,7 @@ impl Inbound {
                 "received_at": received,
                 "outcome": outcome,
             }),
+            status: None,
         };
         masker.mask(&mut event.payload);
         if let Err(e) = self.conversations.store().append(id, vec![event]).await {

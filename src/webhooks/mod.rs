@@ -12,10 +12,11 @@
 //!   `set_config` and `delete` for the others. A change that commits has its deliveries and
 //!   one that does not has none, on SQLite and PostgreSQL alike; `kill -9` at any point loses
 //!   nothing. No receivers configured: no rows, no cost.
-//! - **Bodies rendered when written.** A snapshot is rendered from the row inside the
-//!   transaction (status, reason and last event id from the change it reports), so a
-//!   delivery sent late still says what happened then, and a deleted conversation's
-//!   snapshot needs no row. Events are stored with their delivery: the events of a deleted
+//! - **What a body shows is kept when written.** A snapshot keeps the row as it stands
+//!   inside the transaction (status, reason and last event id from the change it reports;
+//!   `store::Snapshot`), so a delivery sent late still says what happened then, and a
+//!   deleted conversation's snapshot needs no row. The worker renders the body from it
+//!   (`body.rs`) at each attempt: the store never calls up into webhooks. Events are stored with their delivery: the events of a deleted
 //!   conversation still arrive. The cost is a copy of each event per receiver until it is
 //!   delivered; delivered rows are deleted.
 //! - **Order per (receiver, conversation).** Rows are numbered (`seq`); only the oldest
@@ -68,7 +69,7 @@ use crate::store::outbox::{CONVERSATIONS, EVENTS};
 use crate::store::{Backend, OutboxPlan, OutboxReceiver, Store};
 
 /// What the store must write for `receivers` (`None` without receivers).
-pub fn outbox_plan(receivers: &[WebhookSettings], default_steps: u32) -> Option<Arc<OutboxPlan>> {
+pub fn outbox_plan(receivers: &[WebhookSettings]) -> Option<Arc<OutboxPlan>> {
     if receivers.is_empty() {
         return None;
     }
@@ -85,13 +86,16 @@ pub fn outbox_plan(receivers: &[WebhookSettings], default_steps: u32) -> Option<
                 flush_delay: Duration::from_secs_f64(r.flush_delay_secs),
             })
             .collect(),
-        render: Arc::new(move |row, change| body::conversation(row, change, default_steps)),
     }))
 }
 
 /// Starts a worker per receiver (and the queue gauges) on `store`; they stop when it is
-/// dropped.
-pub async fn start(receivers: &[WebhookSettings], store: &Store) -> Result<(), String> {
+/// dropped. Snapshots show `default_steps` for a conversation that sets no `max_iterations`.
+pub async fn start(
+    receivers: &[WebhookSettings],
+    store: &Store,
+    default_steps: u32,
+) -> Result<(), String> {
     if receivers.is_empty() {
         return Ok(());
     }
@@ -109,7 +113,7 @@ pub async fn start(receivers: &[WebhookSettings], store: &Store) -> Result<(), S
     let owner = uuid::Uuid::new_v4();
     for receiver in built {
         tracing::info!(receiver = %receiver.name, "webhook receiver configured");
-        worker::spawn(Arc::new(receiver), store.downgrade(), owner);
+        worker::spawn(Arc::new(receiver), store.downgrade(), owner, default_steps);
     }
     worker::report(
         receivers

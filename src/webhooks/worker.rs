@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use uuid::Uuid;
 
 use super::send::{Outcome, Receiver};
+use crate::store::outbox::CONVERSATIONS;
 use crate::store::{Store, WeakStore};
 
 /// How often a worker looks for due deliveries it was not woken for.
@@ -21,7 +22,7 @@ const CLAIM_MARGIN: Duration = Duration::from_secs(10);
 const STATS_EVERY: Duration = Duration::from_secs(5);
 
 /// Sends `receiver`'s deliveries until the store is closed or dropped.
-pub(crate) fn spawn(receiver: Arc<Receiver>, store: WeakStore, owner: Uuid) {
+pub(crate) fn spawn(receiver: Arc<Receiver>, store: WeakStore, owner: Uuid, default_steps: u32) {
     tokio::spawn(async move {
         let Some(mut wake) = store.upgrade().map(|s| s.subscribe_outbox()) else {
             return;
@@ -29,7 +30,7 @@ pub(crate) fn spawn(receiver: Arc<Receiver>, store: WeakStore, owner: Uuid) {
         let mut in_flight = JoinSet::new();
         loop {
             let Some(live) = store.upgrade() else { return };
-            fill(&receiver, &live, owner, &mut in_flight).await;
+            fill(&receiver, &live, owner, default_steps, &mut in_flight).await;
             drop(live);
             tokio::select! {
                 changed = wake.changed() => if changed.is_err() { return },
@@ -41,7 +42,13 @@ pub(crate) fn spawn(receiver: Arc<Receiver>, store: WeakStore, owner: Uuid) {
 }
 
 /// Claims due heads up to the receiver's room and starts sending them.
-async fn fill(receiver: &Arc<Receiver>, store: &Store, owner: Uuid, in_flight: &mut JoinSet<()>) {
+async fn fill(
+    receiver: &Arc<Receiver>,
+    store: &Store,
+    owner: Uuid,
+    default_steps: u32,
+    in_flight: &mut JoinSet<()>,
+) {
     let room = receiver.max_in_flight.saturating_sub(in_flight.len());
     if room == 0 {
         return;
@@ -64,7 +71,8 @@ async fn fill(receiver: &Arc<Receiver>, store: &Store, owner: Uuid, in_flight: &
     for seq in heads {
         match store.outbox_claim(seq, owner, now, now + lease).await {
             Ok(true) => {
-                in_flight.spawn(deliver(receiver.clone(), store.clone(), owner, seq));
+                let sent = deliver(receiver.clone(), store.clone(), owner, seq, default_steps);
+                in_flight.spawn(sent);
             }
             Ok(false) => {} // another replica took it
             Err(e) => {
@@ -76,7 +84,7 @@ async fn fill(receiver: &Arc<Receiver>, store: &Store, owner: Uuid, in_flight: &
 }
 
 /// One attempt of a claimed delivery, and its outcome recorded.
-async fn deliver(receiver: Arc<Receiver>, store: Store, owner: Uuid, seq: i64) {
+async fn deliver(receiver: Arc<Receiver>, store: Store, owner: Uuid, seq: i64, default_steps: u32) {
     let name = receiver.name.clone();
     let (delivery, body) = match store.outbox_seal(seq, owner, receiver.batch_size).await {
         Ok(Some(sealed)) => sealed,
@@ -86,6 +94,11 @@ async fn deliver(receiver: Arc<Receiver>, store: Store, owner: Uuid, seq: i64) {
             tracing::warn!(receiver = %name, error = %e, "cannot prepare a webhook delivery");
             return;
         }
+    };
+    let body = if delivery.kind == CONVERSATIONS {
+        super::body::snapshot_body(body, default_steps)
+    } else {
+        body
     };
     let started = Instant::now();
     let outcome = receiver.attempt(&delivery, body).await;

@@ -78,6 +78,23 @@ impl StreamEvent {
         }
     }
 
+    /// The event's `data` as a JSON value (what `write_data` writes, without the text).
+    pub fn data_value(&self) -> serde_json::Result<Value> {
+        match self {
+            StreamEvent::StartToolCalling(p) => serde_json::to_value(p),
+            StreamEvent::ToolCallingResult(p) => serde_json::to_value(p),
+            StreamEvent::AiMessage(p) => serde_json::to_value(p),
+            StreamEvent::AnswerDelta(p) => serde_json::to_value(p),
+            StreamEvent::TokenCount(p) => serde_json::to_value(p),
+            StreamEvent::ApprovalRequired(p) => serde_json::to_value(p),
+            StreamEvent::CompactionStart(p) => serde_json::to_value(p),
+            StreamEvent::Compacted(p) => serde_json::to_value(p),
+            StreamEvent::AnswerEnd(p) => serde_json::to_value(p),
+            StreamEvent::Error(p) => serde_json::to_value(p),
+            StreamEvent::ModelFallback(p) => serde_json::to_value(p),
+        }
+    }
+
     /// Whether the stream ends after this event.
     pub fn is_terminal(&self) -> bool {
         matches!(
@@ -302,5 +319,54 @@ mod tests {
         );
         assert!(StreamEvent::parse("no_such_event", "{}").is_none());
         assert!(StreamEvent::parse("ai_answer_end", "{").is_none());
+    }
+
+    /// The stored form of a frame is its data as a value, taken without writing it out: the
+    /// same JSON, message contents written from their escaped or known form included.
+    #[test]
+    fn data_value_is_what_write_data_writes() {
+        let known = format!("You are triage. \"quoted\" é\n{}", "x".repeat(1100));
+        crate::wire::known_json::remember(&known);
+        let long = format!(
+            "line\twith \u{1} control, \"quotes\" and ünïcode {}",
+            "y".repeat(80)
+        );
+        let messages = vec![
+            Message::system(known.clone()),
+            Message::user(Value::String(long.clone())),
+            Message::tool("call_1", "bash", "short".into()),
+        ];
+        let events = [
+            StreamEvent::Compacted(Box::new(Compacted {
+                content: long.clone(),
+                compaction_summary: Some(known),
+                messages,
+                metadata: CompactedMetadata {
+                    initial_tokens: 10,
+                    compacted_tokens: 5,
+                    compression_ratio_pct: 50.5,
+                    num_messages_before: 4,
+                    num_messages_after: 3,
+                    max_context_size: 100,
+                    threshold_pct: 80,
+                    fallback_used: false,
+                    fallback_reason: None,
+                    summarization_requests: 1,
+                    compaction_cost: None,
+                },
+            })),
+            StreamEvent::AiMessage(AiMessage {
+                content: Some(long),
+                reasoning: None,
+                metadata: None,
+            }),
+            StreamEvent::Error(ErrorEvent::new("slow down".into(), true)),
+        ];
+        for event in events {
+            let mut data = Vec::new();
+            event.write_data(&mut data).unwrap();
+            let written: Value = serde_json::from_slice(&data).unwrap();
+            assert_eq!(event.data_value().unwrap(), written, "{}", event.name());
+        }
     }
 }

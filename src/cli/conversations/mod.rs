@@ -33,6 +33,7 @@ use uuid::Uuid;
 use super::Failure;
 use super::terminal::json_for_terminal;
 use crate::config::Settings;
+use crate::conversation_domain::ConversationStatus;
 use crate::conversations::api::ConversationInfo;
 use client::Client;
 use render::{event_text, info_text, list_header, list_row};
@@ -49,23 +50,20 @@ pub struct ConversationsArgs {
     pub command: ConversationCommand,
 }
 
-const STATUSES: [&str; 8] = [
-    "idle",
-    "running",
-    "paused",
-    "waiting_for_confirmation",
-    "finished",
-    "error",
-    "stuck",
-    "deleting",
-];
+/// What `list --status` accepts: every status a conversation can be in.
+fn statuses() -> impl Iterator<Item = &'static str> {
+    ConversationStatus::ALL
+        .into_iter()
+        .filter(|s| *s != ConversationStatus::Deleted)
+        .map(ConversationStatus::as_str)
+}
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ConversationCommand {
     /// The conversations, most recently updated first: status, title, id, last update.
     List {
         /// Only conversations with this status.
-        #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(STATUSES))]
+        #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(statuses()))]
         status: Option<String>,
         /// Conversations per page (1 to 100).
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -262,7 +260,7 @@ async fn send(client: &Client, id: Uuid, text: &str, run: bool) -> Result<u64, F
     client
         .post::<Value>(&format!("/api/conversations/{id}/events"), &body)
         .await?;
-    let running = info.execution_status == "running";
+    let running = info.execution_status == ConversationStatus::Running;
     eprintln!(
         "{}",
         match (run, running) {

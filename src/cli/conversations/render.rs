@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::cli::terminal::{clean_line, clean_text, truncate};
+use crate::conversation_domain::{ConversationStatus, EventKind};
 use crate::conversations::api::{ConversationInfo, PendingAction};
 
 /// Characters a single-line field (a title, a tool name) is cut to.
@@ -30,7 +31,7 @@ pub(super) fn list_row(info: &ConversationInfo) -> String {
     );
     format!(
         "{:<24}  {:<width$}  {}  {}",
-        field(&info.execution_status),
+        field(info.execution_status.as_str()),
         title,
         info.id,
         time(&info.updated_at),
@@ -54,7 +55,7 @@ pub(super) fn info_text(info: &ConversationInfo) -> String {
         ),
         format!("id:       {}", info.id),
     ];
-    let mut status = field(&info.execution_status);
+    let mut status = field(info.execution_status.as_str());
     if let Some(reason) = &info.reason {
         status.push_str(&format!(" ({})", field(reason)));
     }
@@ -96,7 +97,7 @@ pub(super) fn info_text(info: &ConversationInfo) -> String {
         for p in &info.pending_actions {
             lines.push(pending_line(p));
         }
-        if info.execution_status == "waiting_for_confirmation" {
+        if info.execution_status == ConversationStatus::WaitingForConfirmation {
             lines.push(format!(
                 "answer with: triage conversations approve {} [--deny --reason TEXT]",
                 info.id
@@ -127,19 +128,26 @@ fn pending_line(p: &PendingAction) -> String {
 /// for what only machines read (the stored messages, token counts).
 pub(super) fn event_text(id: u64, kind: &str, payload: &Value) -> Option<String> {
     let s = |key: &str| payload[key].as_str().unwrap_or_default();
-    let text = match kind {
-        "message" | "message_replaced" | "token_count" | "ai_answer_delta" => return None,
-        "user_message" => format!("you: {}", body(s("content"))),
-        "ai_message" => {
+    // A kind this client does not know (a newer server's) is shown by its name.
+    let Ok(known) = kind.parse::<EventKind>() else {
+        return Some(format!("#{id} {}", field(kind)));
+    };
+    let text = match known {
+        EventKind::Message
+        | EventKind::MessageReplaced
+        | EventKind::TokenCount
+        | EventKind::AiAnswerDelta => return None,
+        EventKind::UserMessage => format!("you: {}", body(s("content"))),
+        EventKind::AiMessage => {
             let content = s("content").trim();
             if content.is_empty() {
                 return None;
             }
             format!("triage: {}", body(content))
         }
-        "start_tool_calling" => format!("… {} started", field(s("tool_name"))),
-        "tool_calling_result" => tool_result(payload),
-        "approval_required" => {
+        EventKind::StartToolCalling => format!("… {} started", field(s("tool_name"))),
+        EventKind::ToolCallingResult => tool_result(payload),
+        EventKind::ApprovalRequired => {
             let mut lines = vec!["waiting for approval:".to_owned()];
             for p in payload["pending_approvals"]
                 .as_array()
@@ -167,30 +175,30 @@ pub(super) fn event_text(id: u64, kind: &str, payload: &Value) -> Option<String>
             }
             lines.join("\n")
         }
-        "ai_answer_end" => format!("answer:\n{}", clean_text(s("analysis").trim())),
-        "conversation_state_update" => {
+        EventKind::AiAnswerEnd => format!("answer:\n{}", clean_text(s("analysis").trim())),
+        EventKind::ConversationStateUpdate => {
             let mut line = format!("● {}", field(s("execution_status")));
             if let Some(reason) = payload["reason"].as_str() {
                 line.push_str(&format!(" ({})", field(reason)));
             }
             line
         }
-        "error" => format!("error: {}", body(s("description"))),
-        "interrupted" => {
+        EventKind::Error => format!("error: {}", body(s("description"))),
+        EventKind::Interrupted => {
             let cut = payload["cut_tool_calls"].as_array().map_or(0, Vec::len);
             format!("interrupted ({cut} tool calls cut)")
         }
-        "paused" => "paused after the step".to_owned(),
-        "model_fallback" => format!(
+        EventKind::Paused => "paused after the step".to_owned(),
+        EventKind::ModelFallback => format!(
             "model {} unavailable, answered by {}",
             field(s("requested_model")),
             field(s("model"))
         ),
-        "stuck" => format!("stuck: {}", field(s("pattern"))),
-        "conversation_history_compaction_start" | "conversation_history_compacted" => {
+        EventKind::Stuck => format!("stuck: {}", field(s("pattern"))),
+        EventKind::ConversationHistoryCompactionStart | EventKind::ConversationHistoryCompacted => {
             body(s("content"))
         }
-        other => field(other),
+        EventKind::Webhook => field(kind),
     };
     Some(format!("#{id} {text}"))
 }

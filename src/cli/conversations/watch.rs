@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::super::{EXIT_ERROR, Failure};
 use super::client::{Client, refusal};
 use super::render::{event_text, field};
+use crate::conversation_domain::{ConversationStatus, EventKind, StatusChange};
 use crate::conversations::api::ConversationInfo;
 use crate::sse_reader::{SseError, SseEvent, sse_events};
 
@@ -41,14 +42,16 @@ const FRAME_MAX: usize = 64 * 1024 * 1024;
 
 /// The exit code for a status the conversation stays in until someone acts; `None` while it
 /// runs (or is being deleted: the stream then ends and the reconnect finds it gone).
-fn stopped(status: &str) -> Option<u8> {
+fn stopped(status: ConversationStatus) -> Option<u8> {
     match status {
-        "finished" | "idle" => Some(EXIT_FINISHED),
-        "error" => Some(EXIT_ERROR),
-        "waiting_for_confirmation" => Some(EXIT_WAITING),
-        "paused" => Some(EXIT_PAUSED),
-        "stuck" => Some(EXIT_STUCK),
-        _ => None,
+        ConversationStatus::Finished | ConversationStatus::Idle => Some(EXIT_FINISHED),
+        ConversationStatus::Error => Some(EXIT_ERROR),
+        ConversationStatus::WaitingForConfirmation => Some(EXIT_WAITING),
+        ConversationStatus::Paused => Some(EXIT_PAUSED),
+        ConversationStatus::Stuck => Some(EXIT_STUCK),
+        ConversationStatus::Running
+        | ConversationStatus::Deleting
+        | ConversationStatus::Deleted => None,
     }
 }
 
@@ -67,9 +70,9 @@ struct Follower {
     /// The log's end when `watch` started: everything up to here is history.
     history_end: u64,
     /// The status the events read so far end on.
-    status: Option<String>,
+    status: Option<ConversationStatus>,
     /// The status the info reported, for when there was no history to read.
-    info_status: String,
+    info_status: ConversationStatus,
 }
 
 impl Follower {
@@ -78,7 +81,7 @@ impl Follower {
         if self.last < self.history_end {
             return None;
         }
-        stopped(self.status.as_deref().unwrap_or(&self.info_status))
+        stopped(self.status.unwrap_or(self.info_status))
     }
 
     fn take(&mut self, event: &SseEvent) -> Option<u8> {
@@ -90,10 +93,10 @@ impl Follower {
         }
         self.last = id;
         let payload: Value = serde_json::from_slice(event.data()).unwrap_or(Value::Null);
-        if event.name() == "conversation_state_update"
-            && let Some(status) = payload["execution_status"].as_str()
+        if event.name() == EventKind::ConversationStateUpdate.as_str()
+            && let Some(change) = StatusChange::of_payload(&payload)
         {
-            self.status = Some(status.to_owned());
+            self.status = Some(change.status);
         }
         if let Some(text) = event_text(id, event.name(), &payload) {
             let mut out = std::io::stdout().lock();
@@ -212,8 +215,8 @@ impl Follower {
     }
 
     fn stop(&self, code: u8) -> u8 {
-        let status = self.status.as_deref().unwrap_or(&self.info_status);
-        if status == "idle" && self.last >= self.history_end {
+        let status = self.status.unwrap_or(self.info_status);
+        if status == ConversationStatus::Idle && self.last >= self.history_end {
             eprintln!(
                 "triage: conversation {} is idle: send it a message with --run to start it",
                 self.id
@@ -236,13 +239,13 @@ mod tests {
     use super::*;
     use crate::sse_reader::SseDecoder;
 
-    fn follower(after: u64, history_end: u64, info_status: &str) -> Follower {
+    fn follower(after: u64, history_end: u64, info_status: ConversationStatus) -> Follower {
         Follower {
             id: Uuid::nil(),
             last: after,
             history_end,
             status: None,
-            info_status: info_status.into(),
+            info_status,
         }
     }
 
@@ -258,7 +261,7 @@ mod tests {
     #[test]
     fn history_is_read_before_the_status_decides() {
         // Finished per the info, but its log is read first, ending on a status of its own.
-        let mut f = follower(0, 3, "finished");
+        let mut f = follower(0, 3, ConversationStatus::Finished);
         assert_eq!(f.settled(), None);
         assert_eq!(
             f.take(&event(1, "user_message", r#"{"content":"hi"}"#)),
@@ -279,8 +282,9 @@ mod tests {
         // Seen before: ignored.
         assert_eq!(f.take(&event(4, "conversation_state_update", done)), None);
         // Nothing to read: the info's status decides at once.
-        assert_eq!(follower(5, 5, "stuck").settled(), Some(EXIT_STUCK));
-        assert_eq!(follower(0, 0, "idle").settled(), Some(EXIT_FINISHED));
-        assert_eq!(follower(5, 5, "running").settled(), None);
+        let settled = |status| follower(5, 5, status).settled();
+        assert_eq!(settled(ConversationStatus::Stuck), Some(EXIT_STUCK));
+        assert_eq!(settled(ConversationStatus::Idle), Some(EXIT_FINISHED));
+        assert_eq!(settled(ConversationStatus::Running), None);
     }
 }

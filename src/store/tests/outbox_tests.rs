@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::*;
-use crate::store::outbox::{CONVERSATIONS, EVENTS, STATE_UPDATE};
+use crate::store::outbox::{CONVERSATIONS, EVENTS};
 
 fn plan() -> Arc<OutboxPlan> {
     let receiver = |name: &str, kinds: Option<&[&str]>| OutboxReceiver {
@@ -22,10 +22,6 @@ fn plan() -> Arc<OutboxPlan> {
             receiver("all", None),
             receiver("answers", Some(&["ai_answer_end"])),
         ],
-        render: Arc::new(|row, change| {
-            json!({"id": row.id, "title": row.title, "execution_status": change.status,
-                   "last_event_id": change.last_event_id})
-        }),
     })
 }
 
@@ -71,7 +67,7 @@ pub(super) async fn deliveries_are_written_with_their_change(kind: Kind) {
         event("message", "agent", 1, json!({"n": 1})),
         event("ai_answer_end", "agent", 2, json!({"analysis": "ok"})),
         event(
-            STATE_UPDATE,
+            "conversation_state_update",
             "environment",
             3,
             json!({"execution_status": "finished"}),
@@ -119,7 +115,8 @@ pub(super) async fn deliveries_are_written_with_their_change(kind: Kind) {
     );
     assert_eq!(queue(s, "answers").await, [owed(EVENTS, 2, 1)]);
 
-    // The bodies: each snapshot reports its own change, the deleted one the row it removed.
+    // The bodies: each snapshot keeps its own change, the deleted one the row it removed (the
+    // webhook worker renders what is sent from them).
     let owner = Uuid::new_v4();
     let mut bodies = Vec::new();
     loop {
@@ -141,11 +138,19 @@ pub(super) async fn deliveries_are_written_with_their_change(kind: Kind) {
         bodies.push(serde_json::from_str::<serde_json::Value>(&body).expect("JSON"));
         assert!(s.outbox_delivered(head, owner).await.expect("delivered"));
     }
-    let statuses: Vec<&str> = bodies
+    let changes: Vec<(&str, u64)> = bodies
         .iter()
-        .filter_map(|b| b["execution_status"].as_str())
+        .filter_map(|b| {
+            Some((
+                b["change"]["status"].as_str()?,
+                b["change"]["last_event_id"].as_u64()?,
+            ))
+        })
         .collect();
-    assert_eq!(statuses, ["idle", "finished", "idle", "deleted"]);
+    assert_eq!(
+        changes,
+        [("idle", 0), ("finished", 3), ("idle", 3), ("deleted", 3)]
+    );
     assert_eq!(bodies.last().expect("deleted")["title"], "renamed");
     let ids: Vec<u64> = bodies
         .iter()

@@ -210,7 +210,7 @@ pub(super) async fn conversations_page_by_status_and_sort_order(kind: Kind) {
     assert_eq!(s.count(Some("finished")).await.ok(), Some(4));
     assert_eq!(s.count(Some("paused")).await.ok(), Some(0));
     let mut running = s
-        .ids_with_status(&["running", "paused"])
+        .ids_with_status(&[ConversationStatus::Running, ConversationStatus::Paused])
         .await
         .expect("ids");
     running.sort();
@@ -233,7 +233,7 @@ pub(super) async fn the_event_cap_is_enforced_per_append(kind: Kind) {
     s.create(&r).await.expect("create");
     let three = || {
         (0..3)
-            .map(|n| event("tick", "agent", n, json!(n)))
+            .map(|n| event("message", "agent", n, json!(n)))
             .collect::<Vec<_>>()
     };
     s.append(r.id, three()).await.expect("3 of 5");
@@ -268,12 +268,12 @@ pub(super) async fn subscribers_hear_of_every_commit(kind: Kind) {
     f.store.create(&b).await.expect("create");
     let mut receiver = f.store.subscribe();
     let two = vec![
-        event("x", "agent", 0, json!(1)),
-        event("x", "agent", 0, json!(2)),
+        event("message", "agent", 0, json!(1)),
+        event("message", "agent", 0, json!(2)),
     ];
     f.store.append(a.id, two).await.expect("append");
     f.store
-        .append(b.id, vec![event("x", "agent", 0, json!(3))])
+        .append(b.id, vec![event("message", "agent", 0, json!(3))])
         .await
         .expect("append");
     assert!(
@@ -295,7 +295,7 @@ pub(super) async fn subscribers_hear_of_every_commit(kind: Kind) {
         for _ in 0..20 {
             seq += 1;
             other
-                .append(b.id, vec![event("x", "agent", 0, json!(seq))])
+                .append(b.id, vec![event("message", "agent", 0, json!(seq))])
                 .await
                 .expect("append on the other replica");
             if heard_within(&mut receiver, (b.id, seq), Duration::from_millis(500)).await {
@@ -334,11 +334,17 @@ pub(super) async fn retention_deletes_old_conversations_in_the_given_statuses(ki
     for r in [&old_finished, &new_finished, &old_running, &old_error] {
         s.create(r).await.expect("create");
     }
-    s.append(old_finished.id, vec![event("x", "agent", 0, json!({}))])
-        .await
-        .expect("append");
+    s.append(
+        old_finished.id,
+        vec![event("message", "agent", 0, json!({}))],
+    )
+    .await
+    .expect("append");
     let deleted = s
-        .delete_older_than(&["finished", "error"], at(20))
+        .delete_older_than(
+            &[ConversationStatus::Finished, ConversationStatus::Error],
+            at(20),
+        )
         .await
         .expect("retention");
     assert_eq!(deleted, 2);
@@ -368,7 +374,7 @@ pub(super) async fn a_reopened_store_sees_everything(kind: Kind) {
         let store = f.store.clone();
         async move {
             store
-                .append(r.id, vec![event("x", "agent", n, json!({"n": n}))])
+                .append(r.id, vec![event("message", "agent", n, json!({"n": n}))])
                 .await
         }
     });
@@ -383,7 +389,7 @@ pub(super) async fn a_reopened_store_sees_everything(kind: Kind) {
     let late = tokio::time::timeout(
         Duration::from_secs(5),
         f.store
-            .append(r.id, vec![event("x", "agent", 9, json!({}))]),
+            .append(r.id, vec![event("message", "agent", 9, json!({}))]),
     )
     .await
     .expect("an answer, not a hang");
@@ -410,7 +416,7 @@ pub(super) async fn a_reopened_store_sees_everything(kind: Kind) {
     want.sort_by_key(|e| e.id);
     assert_eq!(events, want);
     let next = reopened
-        .append(r.id, vec![event("x", "agent", 6, json!({}))])
+        .append(r.id, vec![event("message", "agent", 6, json!({}))])
         .await
         .expect("append after reopening");
     assert_eq!(next[0].id, 6);
