@@ -31,7 +31,6 @@ mod conversations_replicas;
 mod core_attacks;
 mod deltas;
 mod errors_and_exits;
-mod fake_llm_selftest;
 mod frontend_tools;
 mod fuzz;
 mod holmes_config;
