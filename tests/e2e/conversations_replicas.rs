@@ -1,7 +1,8 @@
 //! Two replicas (the real binary, twice) on one real PostgreSQL database: either answers any
 //! request, exactly one runs a conversation, commands sent to the other reach it, the other's
 //! event stream sees its events live, and when the running one is killed (`kill -9`) the
-//! other settles its run and continues it. Skipped with a note without `POSTGRES_TEST_URL`.
+//! other settles its run and continues it. Skipped with a note without `POSTGRES_TEST_URL`
+//! (failed when `POSTGRES_TEST_REQUIRED` is set, as in CI).
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! change, create and PATCH, the stored events in batches — exactly once per delivery id and
 //! in order, through a receiver that is down, fails, throttles and hangs; signed, with its
 //! token, never a secret; dead letters are listed and retried; a hung receiver never slows a
-//! run. On SQLite, and on PostgreSQL when `POSTGRES_TEST_URL` is set.
+//! run. On SQLite, and on PostgreSQL when `POSTGRES_TEST_URL` is set (required in CI).
 
 use std::time::{Duration, Instant};
 
