@@ -42,6 +42,11 @@ async fn fixture(kind: Kind, options: StoreOptions) -> Option<Fixture> {
         }
         Kind::Postgres => {
             let Ok(admin_url) = std::env::var(POSTGRES_VAR) else {
+                // `.ci/run` sets it: there a PostgreSQL test that cannot run fails.
+                assert!(
+                    std::env::var_os("POSTGRES_TEST_REQUIRED").is_none(),
+                    "POSTGRES_TEST_REQUIRED is set but {POSTGRES_VAR} is not"
+                );
                 eprintln!("skipped on PostgreSQL: {POSTGRES_VAR} is not set");
                 return None;
             };

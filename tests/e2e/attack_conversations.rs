@@ -88,11 +88,18 @@ async fn a_hostile_generated_title_is_inert() {
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
     crate::webhooks_in::wait_status(&app, &id, "finished").await;
+    // The background title first: the hostile one is the next title asked for.
+    let what = "the automatic title";
+    crate::helpers::eventually(what, std::time::Duration::from_secs(10), || async {
+        let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+        info["title"] == crate::helpers::FAKE_TITLE
+    })
+    .await;
     let hostile = format!(
         "\u{1b}[2J\u{1b}]0;pwned\u{7}Checkout\u{0}\u{202e}restarts\u{8}\u{7f} {}",
         "x".repeat(100_000)
     );
-    app.llm.push(Step::text(&hostile));
+    app.titles.push(Step::text(&hostile));
     let (status, body) = post(
         &app,
         &format!("/api/conversations/{id}/generate_title"),

@@ -12,11 +12,12 @@ use fake_llm::{FakeLlm, Step};
 pub(crate) fn config_for(llm: &FakeLlm, extra: &str) -> PathBuf {
     let path =
         crate::helpers::scratch().join(format!("cli-{}.toml", uuid::Uuid::new_v4().simple()));
-    // A server started with this file keeps its conversations beside it, not in $HOME; no
-    // background title request takes the scripted LLM's next answer.
+    // A server started with this file keeps its conversations beside it, not in $HOME; its
+    // background title requests are answered aside from the scripted LLM's answers.
+    crate::helpers::answer_titles(llm);
     let database = path.with_extension("db");
     let text = format!(
-        "[toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n[conversations]\ndatabase_url = \"sqlite://{}\"\nauto_title = false\n[models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n{extra}",
+        "[toolsets.kubernetes]\nenabled = false\n[toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n[conversations]\ndatabase_url = \"sqlite://{}\"\n[models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n{extra}",
         database.display(),
         llm.base_url()
     );

@@ -12,7 +12,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::cli::{text, triage};
-use crate::helpers::{TestApp, free_port, spawn_app, spawn_app_with, tool_writable_dir};
+use crate::helpers::{
+    TestApp, eventually, free_port, spawn_app, spawn_app_with, tool_writable_dir,
+};
 use fake_llm::Step;
 
 /// `triage conversations --server <app> ARGS…`, bounded in time.
@@ -244,13 +246,12 @@ async fn interrupt_and_pause_from_the_command_line() {
     let out = cli(&app, &["send", "--new", "think forever"]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     let id = text(&out.stdout).trim().to_owned();
-    for _ in 0..500 {
-        if app.llm.in_flight() > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(app.llm.in_flight(), 1);
+    eventually(
+        "the LLM call to be in flight",
+        Duration::from_secs(5),
+        || async { app.llm.in_flight() == 1 },
+    )
+    .await;
     let out = cli(&app, &["interrupt", &id]).await;
     assert_eq!(code(&out), 0, "{}", text(&out.stderr));
     let out = cli(&app, &["watch", &id]).await;

@@ -8,13 +8,13 @@ use serde_json::{Value, json};
 
 use crate::conversations_api::{create, frames_until, post, state_is};
 use crate::conversations_pg::on_both_stores;
-use crate::helpers::TestApp;
+use crate::helpers::{TestApp, eventually};
 use fake_llm::Step;
 
 on_both_stores! {
     condense: condense_flow;
     titles: title_flow;
-    auto_title: auto_title_flow, "[conversations]\nauto_title = true\n";
+    auto_title: auto_title_flow;
     fork: fork_flow;
     fork_while_running: fork_of_a_running_conversation;
     deltas: deltas_flow;
@@ -210,12 +210,8 @@ async fn title_flow(app: &TestApp) {
     )
     .await;
     frames_until(app, &id, None, state_is("finished")).await;
-    assert_eq!(
-        info(app, &id).await["title"],
-        Value::Null,
-        "auto-titling is off here"
-    );
-    app.llm.push(Step::text(
+    assert_eq!(titled(app, &id).await, crate::helpers::FAKE_TITLE);
+    app.titles.push(Step::text(
         "Title: \"Checkout pod restarts hourly.\"\nexplanation",
     ));
     // An empty body is the defaults.
@@ -232,11 +228,11 @@ async fn title_flow(app: &TestApp) {
         info(app, &id).await["title"],
         "Checkout pod restarts hourly"
     );
-    let request = app.llm.requests().last().unwrap().clone();
+    let request = app.titles.requests().last().unwrap().clone();
     assert!(request.get("tools").is_none());
-    assert!(contents(&last_sent(app)).contains("checkout-7f9"));
+    assert!(contents(request["messages"].as_array().unwrap()).contains("checkout-7f9"));
 
-    app.llm.push(Step::text(
+    app.titles.push(Step::text(
         "Checkout pod restarts every hour after each deploy",
     ));
     let (status, body) = post(
@@ -267,18 +263,16 @@ async fn title_flow(app: &TestApp) {
 
 /// Waits until the conversation's title is set; panics after 10 s.
 async fn titled(app: &TestApp, id: &str) -> String {
-    for _ in 0..200 {
-        if let Some(title) = info(app, id).await["title"].as_str() {
-            return title.to_owned();
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("conversation {id} was never titled");
+    let what = format!("conversation {id} to be titled");
+    eventually(&what, Duration::from_secs(10), || async {
+        info(app, id).await["title"].as_str().map(str::to_owned)
+    })
+    .await
 }
 
 async fn auto_title_flow(app: &TestApp) {
     app.llm.push(Step::text("The pods are fine."));
-    app.llm.push(Step::text("Pod health check"));
+    app.titles.push(Step::text("Pod health check"));
     let id = create(
         app,
         json!({"initial_message": {"content": "Are my pods healthy?"}}),
@@ -286,9 +280,14 @@ async fn auto_title_flow(app: &TestApp) {
     .await;
     frames_until(app, &id, None, state_is("finished")).await;
     assert_eq!(titled(app, &id).await, "Pod health check");
-    let request = app.llm.requests()[1].clone();
+    let request = app.titles.requests()[0].clone();
     assert!(request.get("tools").is_none(), "no tools for a title");
-    assert!(contents(&app.llm_messages(1)).contains("Are my pods healthy?"));
+    assert!(contents(request["messages"].as_array().unwrap()).contains("Are my pods healthy?"));
+    assert_eq!(
+        app.llm.requests().len(),
+        1,
+        "the title took no scripted answer"
+    );
 
     // Only after the first answer.
     app.llm.push(Step::text("Still fine."));
@@ -309,17 +308,18 @@ async fn auto_title_flow(app: &TestApp) {
     )
     .await;
     frames_until(app, &named, None, state_is("finished")).await;
+    // An absence: the background title work is given the time to go wrong.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
-        app.llm.requests().len(),
-        4,
+        app.titles.request_count(),
+        1,
         "no title request after these answers"
     );
     assert_eq!(info(app, &named).await["title"], "mine");
 
     // A failed title request leaves the title empty and the run finished.
     app.llm.push(Step::text("Answer."));
-    app.llm.push(Step::Error {
+    app.titles.push(Step::Error {
         status: 400,
         message: "no titles today".into(),
         retry_after: None,
@@ -330,10 +330,13 @@ async fn auto_title_flow(app: &TestApp) {
     )
     .await;
     frames_until(app, &failed, None, state_is("finished")).await;
-    assert!(
-        app.llm.wait_for_requests(6, Duration::from_secs(10)).await,
-        "the title was requested"
-    );
+    eventually(
+        "the title to be requested",
+        Duration::from_secs(10),
+        || async { app.titles.request_count() == 2 },
+    )
+    .await;
+    // An absence again: a title stored after the refusal would show by now.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let failed_info = info(app, &failed).await;
     assert_eq!(failed_info["title"], Value::Null);
@@ -355,7 +358,8 @@ async fn auto_title_flow(app: &TestApp) {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(app.llm.requests().len(), 7);
+    assert_eq!(app.titles.request_count(), 2);
+    assert_eq!(app.llm.requests().len(), 5);
     assert_eq!(info(app, &failed).await["title"], Value::Null);
 }
 

@@ -9,7 +9,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::conversations_pg::on_both_stores;
-use crate::helpers::{TestApp, json_body};
+use crate::helpers::{TestApp, eventually, json_body};
 use fake_llm::Step;
 
 on_both_stores! {
@@ -246,13 +246,12 @@ async fn approval_flow(app: &TestApp) {
 
 /// Waits until the fake LLM has a request in flight.
 async fn until_llm_in_flight(app: &TestApp) {
-    for _ in 0..500 {
-        if app.llm.in_flight() > 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the LLM was never called");
+    eventually(
+        "the LLM call to be in flight",
+        Duration::from_secs(5),
+        || async { app.llm.in_flight() > 0 },
+    )
+    .await
 }
 
 /// Pause lets the step in flight finish (its tool runs, its result is kept) and stops before

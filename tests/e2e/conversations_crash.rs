@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::cli::config_for;
+use crate::helpers::eventually;
 use fake_llm::{FakeLlm, Step};
 
 async fn serve(config: &std::path::Path, port: u16) -> tokio::process::Child {
@@ -60,40 +61,27 @@ async fn a_run_cut_by_kill_9_comes_back_as_error_and_continues_with_a_valid_hist
     let created = crate::helpers::json_body(resp).await;
     let id = created["id"].as_str().unwrap().to_owned();
     // Wait until the tool has started (its event is in the log), then kill -9.
-    let mut seen = 0;
-    for _ in 0..300 {
-        let started = get(
-            &base,
-            &format!("/api/conversations/{id}/events/count?kind=start_tool_calling"),
-        )
-        .await;
-        if started == 1 {
-            seen = get(&base, &format!("/api/conversations/{id}")).await["last_event_id"]
-                .as_u64()
-                .unwrap();
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(seen > 0, "the tool never started");
-    let mut tails = Vec::new();
-    for _ in 0..100 {
-        tails = processes_with("7341");
-        if !tails.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(!tails.is_empty(), "the command is running");
+    let started = format!("/api/conversations/{id}/events/count?kind=start_tool_calling");
+    eventually("the tool to start", Duration::from_secs(15), || async {
+        get(&base, &started).await == 1
+    })
+    .await;
+    let seen = get(&base, &format!("/api/conversations/{id}")).await["last_event_id"]
+        .as_u64()
+        .unwrap();
+    eventually("the command to run", Duration::from_secs(5), || async {
+        !processes_with("7341").is_empty()
+    })
+    .await;
     server.start_kill().unwrap();
     server.wait().await.unwrap();
     // No orphan: the pipeline's processes die with the server.
-    for _ in 0..100 {
-        if processes_with("7341").is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        "the command to die with the server",
+        Duration::from_secs(5),
+        || async { processes_with("7341").is_empty() },
+    )
+    .await;
     assert_eq!(processes_with("7341"), Vec::<u32>::new(), "orphaned");
 
     let mut server = serve(&config, port).await;
@@ -117,12 +105,10 @@ async fn a_run_cut_by_kill_9_comes_back_as_error_and_continues_with_a_valid_hist
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    for _ in 0..300 {
-        if get(&base, &format!("/api/conversations/{id}")).await["execution_status"] == "finished" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the run to finish", Duration::from_secs(15), || async {
+        get(&base, &format!("/api/conversations/{id}")).await["execution_status"] == "finished"
+    })
+    .await;
     let requests = llm.requests();
     let messages = requests.last().unwrap()["messages"]
         .as_array()

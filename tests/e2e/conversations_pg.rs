@@ -1,7 +1,7 @@
 //! The conversation tests on both stores: each body (a fn taking the app) runs as
 //! `<name>::sqlite` on the default SQLite store and as `<name>::postgres` on a fresh database
 //! of the PostgreSQL server that `.ci/run` starts (skipped with a note when
-//! `POSTGRES_TEST_URL` is not set).
+//! `POSTGRES_TEST_URL` is not set, failed when `POSTGRES_TEST_REQUIRED` is).
 
 use sqlx::Connection;
 
@@ -18,10 +18,19 @@ pub(crate) fn pg_store_toml(url: &str) -> String {
     format!("[conversations]\ndatabase_url = \"{url}\"\nsecret_key = \"{PG_SECRET_KEY}\"\n")
 }
 
+/// Set by `.ci/run` beside `POSTGRES_TEST_URL`: a PostgreSQL variant that cannot run there
+/// fails instead of passing green. (Not `TRIAGE_`-prefixed: triage refuses unknown ones.)
+const REQUIRED_VAR: &str = "POSTGRES_TEST_REQUIRED";
+
 /// A new PostgreSQL database of its own on the test server, or `None` (with a note) when
-/// `POSTGRES_TEST_URL` is not set.
+/// `POSTGRES_TEST_URL` is not set: a developer's `cargo test` skips the PostgreSQL variants.
+/// Panics instead when `POSTGRES_TEST_REQUIRED` is set (CI).
 pub(crate) async fn fresh_database() -> Option<String> {
     let Ok(admin_url) = std::env::var(POSTGRES_VAR) else {
+        assert!(
+            std::env::var_os(REQUIRED_VAR).is_none(),
+            "{REQUIRED_VAR} is set but {POSTGRES_VAR} is not: the PostgreSQL variant cannot run"
+        );
         eprintln!("skipped on PostgreSQL: {POSTGRES_VAR} is not set");
         return None;
     };

@@ -7,7 +7,7 @@ use serde_json::json;
 use triage::config::Settings;
 
 use crate::cli::{config_for, text, triage, triage_env};
-use crate::helpers::http_client;
+use crate::helpers::{eventually, http_client};
 use crate::helpers::{names, spawn_app, spawn_with_settings};
 use fake_llm::{FakeLlm, Step};
 
@@ -242,20 +242,18 @@ async fn serve_takes_host_and_port_flags_and_logs_each_problem_once_without_colo
         .spawn()
         .unwrap();
     let client = http_client();
-    let mut ready = false;
-    for _ in 0..100 {
-        if client
-            .get(format!("http://127.0.0.1:{port}/healthz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ready, "serve --port did not listen");
+    eventually(
+        "serve --port to listen",
+        Duration::from_secs(30),
+        || async {
+            client
+                .get(format!("http://127.0.0.1:{port}/healthz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        },
+    )
+    .await;
     let _ = server.start_kill();
     let out = server.wait_with_output().await.unwrap();
     let log = text(&out.stderr);

@@ -11,11 +11,27 @@ use serde_json::Value;
 use triage::config::Settings;
 use triage::startup::Application;
 
-use fake_llm::FakeLlm;
+use fake_llm::{FakeLlm, Rule, Step, When};
+
+/// Text that only triage's title request carries (its instructions, `src/agent/title.rs`).
+pub const TITLE_REQUEST: &str = "You name troubleshooting conversations";
+/// What the fake answers every title request with (see [`TestApp::titles`]).
+pub const FAKE_TITLE: &str = "Fake conversation title";
+
+/// Has `llm` answer every title request with [`FAKE_TITLE`], aside from its script.
+pub fn answer_titles(llm: &FakeLlm) -> Rule {
+    let titles = llm.when(When::system_contains(TITLE_REQUEST));
+    titles.always(Step::text(FAKE_TITLE));
+    titles
+}
 
 pub struct TestApp {
     pub base: String,
     pub llm: FakeLlm,
+    /// The fake's rule for title requests (a conversation's first answer is followed by one,
+    /// in the background): each gets [`FAKE_TITLE`] without taking a scripted step, and is
+    /// recorded here rather than in `llm.requests()`. Push steps on it to script titles.
+    pub titles: Rule,
     pub client: reqwest::Client,
     server: tokio::task::JoinHandle<()>,
     /// This app's own data directory (its conversation database), removed on drop.
@@ -166,9 +182,6 @@ model = "openai/fake-model"
 api_base = "{url}"
 [conversations]
 database_url = "sqlite://{db}"
-# The scripted LLM answers in order: a background title request would take a test's next
-# answer. The tests of auto-titling turn it on.
-auto_title = false
 "#,
         url = llm.base_url(),
         db = data_dir.join("triage.db").display()
@@ -194,6 +207,7 @@ pub async fn spawn_with_settings(mut settings: Settings, llm: FakeLlm) -> TestAp
         c.data_dir = Some(dir.clone());
         dir
     });
+    let titles = answer_titles(&llm);
     let app = Application::build(settings).await.expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
     let server = tokio::spawn(async move {
@@ -202,6 +216,7 @@ pub async fn spawn_with_settings(mut settings: Settings, llm: FakeLlm) -> TestAp
     TestApp {
         base,
         llm,
+        titles,
         client: http_client(),
         server,
         data_dir: own_dir,
@@ -343,22 +358,77 @@ pub fn tool_writable_dir(purpose: &str) -> std::path::PathBuf {
     dir
 }
 
+/// How often [`eventually`] looks again: the conditions are cheap reads.
+const POLL_EVERY: Duration = Duration::from_millis(10);
+
+/// What a condition of [`eventually`] answers once it holds: `true`, `Some(value)` or
+/// `Ok(value)`. `Err(seen)` says what was seen instead, shown if the wait times out.
+pub trait Reached {
+    type Value;
+    fn reached(self) -> Result<Self::Value, Option<String>>;
+}
+
+impl Reached for bool {
+    type Value = ();
+    fn reached(self) -> Result<(), Option<String>> {
+        self.then_some(()).ok_or(None)
+    }
+}
+
+impl<T> Reached for Option<T> {
+    type Value = T;
+    fn reached(self) -> Result<T, Option<String>> {
+        self.ok_or(None)
+    }
+}
+
+impl<T, E: std::fmt::Display> Reached for Result<T, E> {
+    type Value = T;
+    fn reached(self) -> Result<T, Option<String>> {
+        self.map_err(|seen| Some(seen.to_string()))
+    }
+}
+
+/// Waits until `check` holds (see [`Reached`]; its value is returned), looking again every
+/// 10 ms; panics naming `what` (and what was last seen) once `within` has passed. The way the
+/// e2e tests wait: a fixed sleep is too short on a loaded machine and too long elsewhere.
+pub async fn eventually<R: Reached, F: Future<Output = R>>(
+    what: &str,
+    within: Duration,
+    mut check: impl FnMut() -> F,
+) -> R::Value {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let seen = match check().await.reached() {
+            Ok(value) => return value,
+            Err(seen) => seen,
+        };
+        if tokio::time::Instant::now() >= deadline {
+            match seen {
+                Some(seen) => panic!("waited {within:?} for {what}; last seen: {seen}"),
+                None => panic!("waited {within:?} for {what}"),
+            }
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
 /// Waits until a `triage serve` started as a subprocess answers `/readyz` with 200. Generous:
 /// a debug build starting on a loaded machine can take seconds, and a timeout here only means
 /// the test fails later with less to say.
 pub async fn wait_until_ready(client: &reqwest::Client, base: &str) {
-    for _ in 0..600 {
-        if client
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("server at {base} did not become ready within 30 s");
+    eventually(
+        &format!("the server at {base} to be ready"),
+        Duration::from_secs(30),
+        || async {
+            client
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200)
+        },
+    )
+    .await
 }
 
 /// A loopback port that was free a moment ago, for a server started as a subprocess.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::{TestApp, free_port, http_client, last, names, spawn_app_with};
+use crate::helpers::{TestApp, eventually, free_port, http_client, last, names, spawn_app_with};
 use fake_llm::Step;
 
 fn litellm_bin() -> Option<PathBuf> {
@@ -74,24 +74,23 @@ async fn start_proxy(bin: &PathBuf, upstream: &str) -> Proxy {
         .expect("litellm starts");
     let base = format!("http://127.0.0.1:{port}");
     let client = http_client();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let ready = client
-            .get(format!("{base}/health/liveliness"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success());
-        if ready {
-            break;
+    let log = dir.join("litellm.log");
+    let what = format!("litellm to start (its log: {})", log.display());
+    let (client, health) = (&client, &format!("{base}/health/liveliness"));
+    eventually(&what, Duration::from_secs(120), || {
+        if let Some(exited) = child.try_wait().ok().flatten() {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("litellm exited ({exited}): {log}");
         }
-        let exited = child.try_wait().ok().flatten();
-        assert!(
-            Instant::now() < deadline && exited.is_none(),
-            "litellm did not start ({exited:?}): {}",
-            std::fs::read_to_string(dir.join("litellm.log")).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        async move {
+            client
+                .get(health)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        }
+    })
+    .await;
     Proxy {
         child,
         base,

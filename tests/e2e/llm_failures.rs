@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    Event, TestApp, json_body, last, names, read_events, spawn_app, spawn_app_with,
+    Event, TestApp, eventually, json_body, last, names, read_events, spawn_app, spawn_app_with,
 };
 use fake_llm::Step;
 
@@ -451,8 +451,11 @@ async fn client_disconnect_while_streaming_cancels_the_llm_call() {
     let resp = app.post_chat(&ask(true)).await;
     assert_eq!(resp.status(), 200);
     wait_for_llm_request(&app).await;
-    // Let a few chunks flow first.
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    // The answer is streaming to the client.
+    eventually("the answer to stream", WAIT, || async {
+        app.llm.in_flight() == 1
+    })
+    .await;
     assert_eq!(app.llm.cancellations(), 0);
     drop(resp);
     assert!(
@@ -500,7 +503,10 @@ async fn client_disconnect_non_streaming_cancels_the_llm_call() {
         }
     });
     wait_for_llm_request(&app).await;
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    eventually("the answer to be under way", WAIT, || async {
+        app.llm.in_flight() == 1
+    })
+    .await;
     assert_eq!(app.llm.cancellations(), 0);
     request.abort();
     assert!(request.await.unwrap_err().is_cancelled());
@@ -523,7 +529,7 @@ async fn client_disconnect_during_a_retry_backoff_stops_retrying() {
     let resp = app.post_chat(&ask(true)).await;
     wait_for_llm_request(&app).await;
     drop(resp);
-    // Past the 1 s backoff: a retry would have arrived by now.
+    // Past the 1 s backoff: a retry would have arrived by now (an absence, given its time).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         app.llm.request_count(),
@@ -544,7 +550,11 @@ async fn a_finished_stream_counts_no_cancellation() {
     let events = read_events(resp).await;
     assert_eq!(last(&events).name, "ai_answer_end");
     assert_eq!(last(&events).data["analysis"], "all good");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Once the fake's response is over it has counted a finish or a cancellation.
+    eventually("the answer to end", WAIT, || async {
+        app.llm.in_flight() == 0
+    })
+    .await;
     assert_eq!(app.llm.cancellations(), 0);
 }
 

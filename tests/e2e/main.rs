@@ -33,7 +33,6 @@ mod core_attacks;
 mod deltas;
 mod error_statuses;
 mod errors_and_exits;
-mod fake_llm_selftest;
 mod frontend_tools;
 mod fuzz;
 mod holmes_config;

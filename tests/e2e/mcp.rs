@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use fake_llm::Step;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, free_port, names, spawn_app_with};
+use crate::helpers::{TestApp, eventually, free_port, names, spawn_app_with};
 
 fn servers_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
@@ -65,16 +65,15 @@ fn server<'a>(info: &'a Value, name: &str) -> &'a Value {
 
 /// Waits until `name` is connected with at least `connections` sessions opened.
 async fn connected(app: &TestApp, name: &str, connections: u64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let i = info(app).await;
-        let s = server(&i, name).clone();
-        if s["status"] == "connected" && s["connections"].as_u64() >= Some(connections) {
-            return s;
+    let what = format!("{name} to connect ({connections} sessions)");
+    eventually(&what, Duration::from_secs(60), || async {
+        let s = server(&info(app).await, name).clone();
+        match s["status"] == "connected" && s["connections"].as_u64() >= Some(connections) {
+            true => Ok(s),
+            false => Err(s),
         }
-        assert!(Instant::now() < deadline, "{name} never connected: {s}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
 }
 
 /// One chat where the model makes `calls`, then answers; returns the results by call id.
@@ -344,17 +343,13 @@ async fn http_server_on(entry: &str, transport: &str, port: u16) -> HttpServer {
         .kill_on_drop(true)
         .spawn()
         .expect("start server-everything");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "server-everything {transport} never listened"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("server-everything {transport} to listen");
+    eventually(&what, Duration::from_secs(30), || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+    })
+    .await;
     HttpServer {
         port,
         _child: child,
@@ -535,16 +530,19 @@ async fn a_changed_tool_list_is_listed_again() {
     assert_eq!(empty["last_error"], "the server lists no tools", "{empty}");
     let results = run_calls(&app, vec![("u", "unlock", json!({}))]).await;
     assert_eq!(results[0]["result"]["data"], "unlocked", "{}", results[0]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let s = server(&info(&app).await, "dyn").clone();
-        if s["tools"] == json!(["unlock", "unlocked_tool"]) {
-            assert_eq!(s["connections"], 1, "re-listed, not reconnected: {s}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "never re-listed: {s}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let s = eventually(
+        "the tools to be re-listed",
+        Duration::from_secs(20),
+        || async {
+            let s = server(&info(&app).await, "dyn").clone();
+            match s["tools"] == json!(["unlock", "unlocked_tool"]) {
+                true => Ok(s),
+                false => Err(s),
+            }
+        },
+    )
+    .await;
+    assert_eq!(s["connections"], 1, "re-listed, not reconnected: {s}");
     let results = run_calls(&app, vec![("x", "unlocked_tool", json!({"word": "hi"}))]).await;
     assert_eq!(
         results[0]["result"]["data"], "unlocked says hi",
@@ -570,19 +568,23 @@ async fn an_http_server_that_restarts_is_reconnected() {
         connected(&app, "web", 1).await;
         drop(first);
         // Gone for certain before the call below.
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(
+            "the server to stop listening",
+            Duration::from_secs(10),
+            || async {
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_err()
+            },
+        )
+        .await;
         if transport == "streamableHttp" {
             // Idle, nothing tells it is gone but the pings: the status says so soon.
-            let deadline = Instant::now() + Duration::from_secs(40);
-            while server(&info(&app).await, "web")["status"] == "connected" {
-                assert!(Instant::now() < deadline, "still shown as connected");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            let what = "the server to be shown as not connected";
+            eventually(what, Duration::from_secs(40), || async {
+                server(&info(&app).await, "web")["status"] != "connected"
+            })
+            .await;
         }
         // A call while it is down is an error result, not a hang.
         let results = run_calls(&app, vec![("down", "echo", json!({"message": "x"}))]).await;

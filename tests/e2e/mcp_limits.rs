@@ -5,12 +5,12 @@
 //! carried all of it.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fake_llm::Step;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, names, spawn_app_with};
+use crate::helpers::{TestApp, eventually, names, spawn_app_with};
 
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -36,20 +36,23 @@ async fn info(app: &TestApp) -> Value {
 
 /// The server's status once it is connected.
 async fn connected(app: &TestApp, name: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let i = info(app).await;
-        let s = i["mcp_servers"]
-            .as_array()
-            .and_then(|all| all.iter().find(|s| s["name"] == name))
-            .cloned()
-            .unwrap_or_else(|| panic!("no server {name} in {i}"));
-        if s["status"] == "connected" {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "{name} never connected: {s}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        &format!("{name} to connect"),
+        Duration::from_secs(60),
+        || async {
+            let i = info(app).await;
+            let s = i["mcp_servers"]
+                .as_array()
+                .and_then(|all| all.iter().find(|s| s["name"] == name))
+                .cloned()
+                .unwrap_or_else(|| panic!("no server {name} in {i}"));
+            match s["status"] == "connected" {
+                true => Ok(s),
+                false => Err(s),
+            }
+        },
+    )
+    .await
 }
 
 /// The reason given for `tool` in a status list (`rejected_tools`, `trimmed_tools`, …).

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use fake_llm::Step;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, free_port, spawn_app_adjusted, tool_writable_dir};
+use crate::helpers::{TestApp, eventually, free_port, spawn_app_adjusted, tool_writable_dir};
 use crate::webhooks_in::wait_status;
 use triage::config::{HolmesFiles, Settings};
 
@@ -35,22 +35,18 @@ async fn app(port: u16, extra: &str, tls: bool, adjust: impl FnOnce(&mut Setting
 
 /// Waits until the hostile server's `probe` is offered.
 async fn hostile_connected(app: &TestApp) {
-    for _ in 0..600 {
-        let (_, info) = app.get_json("/api/info").await;
-        let up = info["mcp_servers"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["name"] == "hostile"))
-            .is_some_and(|s| s["status"] == "connected");
-        if up {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let (_, info) = app.get_json("/api/info").await;
-    panic!(
-        "the hostile server never connected: {}",
-        info["mcp_servers"]
-    );
+    eventually(
+        "the hostile MCP server to connect",
+        std::time::Duration::from_secs(30),
+        || async {
+            let (_, info) = app.get_json("/api/info").await;
+            info["mcp_servers"]
+                .as_array()
+                .and_then(|s| s.iter().find(|s| s["name"] == "hostile"))
+                .is_some_and(|s| s["status"] == "connected")
+        },
+    )
+    .await
 }
 
 /// A conversation whose bash call waits for approval; the call would create `marker`.

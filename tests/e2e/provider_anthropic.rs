@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, names, spawn_app_with};
+use crate::helpers::{TestApp, eventually, names, spawn_app_with};
 use crate::provider_common::{
     SMALL_WINDOW, assert_answered, assert_compaction_summarises_then_answers, last_event,
     request_blocks,
@@ -298,7 +298,13 @@ async fn a_client_that_leaves_cancels_the_call() {
             .wait_for_requests(1, std::time::Duration::from_secs(5))
             .await
     );
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let streaming = || async { app.llm.in_flight() == 1 };
+    eventually(
+        "the answer to stream",
+        std::time::Duration::from_secs(5),
+        streaming,
+    )
+    .await;
     assert_eq!(app.llm.cancellations(), 0);
     drop(resp);
     assert!(

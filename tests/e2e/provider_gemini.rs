@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, names, spawn_app_with};
+use crate::helpers::{TestApp, eventually, names, spawn_app_with};
 use crate::provider_common::{
     SMALL_WINDOW, assert_answered, assert_compaction_summarises_then_answers, last_event,
     pending_ids, request_blocks,
@@ -596,7 +596,13 @@ async fn an_error_before_any_output_is_retried_and_a_leaving_client_cancels() {
             .wait_for_requests(3, std::time::Duration::from_secs(5))
             .await
     );
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let streaming = || async { app.llm.in_flight() == 1 };
+    eventually(
+        "the answer to stream",
+        std::time::Duration::from_secs(5),
+        streaming,
+    )
+    .await;
     assert_eq!(app.llm.cancellations(), 0);
     drop(resp);
     assert!(

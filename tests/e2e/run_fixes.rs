@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::helpers::{names, spawn_app_with};
+use crate::helpers::{eventually, names, spawn_app_with};
 use fake_llm::{Step, ToolCall};
 
 #[tokio::test]
@@ -45,7 +45,12 @@ async fn a_model_whose_slot_is_taken_after_acceptance_still_answers_503_not_500(
     let resumed = app.post_chat(&resume).await;
     assert_eq!(resumed.status(), 200);
     let reading = tokio::spawn(crate::helpers::read_events(resumed));
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually(
+        "the approved command to run",
+        Duration::from_secs(5),
+        || async { dir.join("ran").exists() },
+    )
+    .await;
     // Meanwhile another request finds the model full: told to come back, at once.
     let other = app.post_chat(&json!({"ask": "hold the slot"})).await;
     assert_eq!(other.status(), 503);

@@ -8,7 +8,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use triage::config::Settings;
 
-use crate::helpers::{http_client, json_body, spawn_app_with, spawn_with_settings};
+use crate::helpers::{eventually, http_client, json_body, spawn_app_with, spawn_with_settings};
 use fake_llm::{FakeLlm, Step};
 
 const KEYS: &str = "[server]\napi_keys = [\"key-one-111\", \"key-two-222\"]\n";
@@ -133,23 +133,27 @@ async fn serve_on_all_interfaces(env: &[(&str, &str)]) -> Option<std::process::O
     let mut server = cmd.spawn().unwrap();
     let client = http_client();
     // 30 s, as `wait_until_ready`: a debug build starting on a loaded machine takes seconds.
-    for _ in 0..600 {
-        if let Some(status) = server.try_wait().unwrap() {
-            let mut output = server.wait_with_output().await.unwrap();
-            output.status = status;
-            return Some(output);
+    let what = "triage serve to exit or become ready";
+    let (client, ready) = (&client, &format!("http://127.0.0.1:{port}/readyz"));
+    let exited = eventually(what, std::time::Duration::from_secs(30), || {
+        let exited = server.try_wait().unwrap();
+        async move {
+            if exited.is_some() {
+                return Some(exited);
+            }
+            let up = client
+                .get(ready)
+                .send()
+                .await
+                .is_ok_and(|r| r.status() == 200);
+            up.then_some(None)
         }
-        let ready = client
-            .get(format!("http://127.0.0.1:{port}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200);
-        if ready {
-            return None;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("triage serve neither exited nor became ready within 30 s");
+    })
+    .await;
+    let status = exited?;
+    let mut output = server.wait_with_output().await.unwrap();
+    output.status = status;
+    Some(output)
 }
 
 #[tokio::test]

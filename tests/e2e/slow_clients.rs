@@ -160,6 +160,7 @@ async fn an_http2_json_body_nobody_takes_frees_its_slot() {
         assert_eq!(unread.status(), 200);
         held.push(unread);
     }
+    // Past the 0.5 s write timeout: the held answers' slots must be free by now.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     app.llm.push(Step::text("served"));
     let (status, body) = app.chat_json(&json!({"ask": "q"})).await;

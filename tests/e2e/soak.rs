@@ -367,6 +367,7 @@ async fn soak_mixed_traffic() {
     // allocator and compare: growth beyond the tolerance over minutes of load is a leak.
     let warm_up = Duration::from_secs((secs / 6).clamp(3, 20));
     drive(&load, Instant::now() + warm_up).await;
+    // A measurement's settle, not a wait for a condition: the warm-up's tails finish dropping.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let baseline = settled_rss_kib();
     let warm_requests = load.counts.requests.load(Ordering::Relaxed);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::spawn_app_with;
+use crate::helpers::{eventually, spawn_app_with};
 use fake_llm::Step;
 
 #[tokio::test]
@@ -106,25 +106,18 @@ async fn disconnect_during_a_tool_run_kills_the_tool() {
     app.llm
         .push(Step::tool("slow", "bash", json!({"command": command})));
     let resp = app.post_chat(&json!({"ask": "q", "stream": true})).await;
-    let mut started = false;
-    for _ in 0..50 {
-        if running(&format!("sleep {secs}")) {
-            started = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(started, "the tool never started");
+    let sleeping = format!("sleep {secs}");
+    eventually("the tool to start", Duration::from_secs(5), || async {
+        running(&sleeping)
+    })
+    .await;
     drop(resp);
-    let mut gone = false;
-    for _ in 0..40 {
-        if !running(&format!("sleep {secs}")) {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(gone, "the tool outlived the client");
+    eventually(
+        "the tool to end with its client",
+        Duration::from_secs(2),
+        || async { !running(&sleeping) },
+    )
+    .await;
     assert_eq!(
         app.llm.request_count(),
         1,

@@ -10,8 +10,8 @@ use triage::tools::prometheus::{PrometheusConfig, toolset};
 use triage::tools::{ToolOutput, ToolsetStatus};
 use triage::wire::events::ToolStatus;
 
-use crate::helpers::http_client;
 use crate::helpers::{call, tool};
+use crate::helpers::{eventually, http_client};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
 const READY_WITHIN: Duration = Duration::from_secs(20);
@@ -103,16 +103,19 @@ async fn start_prometheus() -> PromServer {
 /// Waits until Prometheus is ready, has a few samples of `up`, and the alert fires.
 async fn wait_until_scraped(server: &PromServer) {
     let client = http_client();
-    let deadline = Instant::now() + READY_WITHIN;
     let ready_url = format!("{}/-/ready", server.url);
     let samples = format!(
         "{}/api/v1/query?query=count_over_time(up%5B1m%5D)%20%3E%3D%203",
         server.url
     );
     let alerts = format!("{}/api/v1/alerts", server.url);
-    let mut stage = "ready";
-    loop {
-        let done = match stage {
+    let stage = std::cell::Cell::new("ready");
+    let what = format!(
+        "Prometheus at {} to be ready, scraped, alerting",
+        server.url
+    );
+    eventually(&what, READY_WITHIN, || async {
+        let done = match stage.get() {
             "ready" => get_ok(&client, &ready_url).await.is_some(),
             "samples" => get_ok(&client, &samples)
                 .await
@@ -121,22 +124,19 @@ async fn wait_until_scraped(server: &PromServer) {
                 .await
                 .is_some_and(|b| b.contains("\"state\":\"firing\"")),
         };
-        if done {
-            stage = match stage {
-                "ready" => "samples",
-                "samples" => "alert",
-                _ => return,
-            };
-            continue;
+        match (done, stage.get()) {
+            (true, "alert") => return Ok(()),
+            (true, "ready") => stage.set("samples"),
+            (true, _) => stage.set("alert"),
+            (false, _) => {}
         }
-        assert!(
-            Instant::now() < deadline,
-            "Prometheus at {} did not get to stage `{stage}` within {READY_WITHIN:?}; its log:\n{}",
-            server.url,
+        Err(format!(
+            "stage `{}`; its log:\n{}",
+            stage.get(),
             server.log()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        ))
+    })
+    .await
 }
 
 async fn get_ok(client: &reqwest::Client, url: &str) -> Option<String> {
@@ -364,8 +364,14 @@ async fn tools_against_a_real_prometheus() {
         &client,
     )
     .await;
+    let port = server.url.rsplit(':').next().unwrap().to_owned();
     drop(server);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually(
+        "the Prometheus server to be gone",
+        Duration::from_secs(10),
+        || async { std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_err() },
+    )
+    .await;
     let out = call(&unchecked, "prometheus_query", json!({"query": "up"})).await;
     assert_eq!(out.status, ToolStatus::Error, "{out:?}");
     assert!(

@@ -9,6 +9,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::helpers::eventually;
+
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -139,21 +141,18 @@ impl Receiver {
 
     /// Waits (up to `within`) until `done` holds for the de-duplicated deliveries.
     pub async fn wait_for(&self, within: Duration, done: impl Fn(&[Got]) -> bool) -> Vec<Got> {
-        let deadline = Instant::now() + within;
-        loop {
+        eventually("the receiver to get what was expected", within, || async {
             let unique = self.unique();
             if done(&unique) {
-                return unique;
+                return Ok(unique);
             }
-            if Instant::now() > deadline {
-                let seen: Vec<(String, u64)> = unique
-                    .iter()
-                    .map(|g| (g.path.clone(), g.sequence))
-                    .collect();
-                panic!("the receiver did not get what was expected within {within:?}: {seen:?}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            let seen: Vec<(String, u64)> = unique
+                .iter()
+                .map(|g| (g.path.clone(), g.sequence))
+                .collect();
+            Err(format!("{seen:?}"))
+        })
+        .await
     }
 }
 

@@ -9,7 +9,7 @@ use fake_llm::{FakeLlm, Step};
 use serde_json::{Value, json};
 
 use crate::cli::config_for;
-use crate::helpers::{free_port, http_client, json_body, wait_until_ready};
+use crate::helpers::{eventually, free_port, http_client, json_body, wait_until_ready};
 use crate::webhook_receiver::{Answer, Receiver};
 use crate::webhooks_out::SECRET;
 
@@ -74,17 +74,12 @@ async fn kill_9_loses_no_delivery() {
         .unwrap();
     let id = json_body(resp).await["id"].as_str().unwrap().to_owned();
     // The tool runs, its events are logged and owed; the first delivery hangs at the receiver.
-    for _ in 0..300 {
-        let started = get(
-            &base,
-            &format!("/api/conversations/{id}/events/count?kind=start_tool_calling"),
-        )
-        .await;
-        if started == 1 && !receiver.got().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let started = format!("/api/conversations/{id}/events/count?kind=start_tool_calling");
+    let what = "the tool to start and the first delivery to reach the receiver";
+    eventually(what, Duration::from_secs(15), || async {
+        get(&base, &started).await == 1 && !receiver.got().is_empty()
+    })
+    .await;
     let owed = get(&base, "/api/webhooks/deliveries?status=pending").await;
     assert!(
         owed["items"].as_array().unwrap().len() >= 2,
@@ -96,15 +91,15 @@ async fn kill_9_loses_no_delivery() {
 
     receiver.set_default(Answer::Ok);
     let mut server = serve(&config, port).await;
-    let mut info = Value::Null;
-    for _ in 0..300 {
-        info = get(&base, &format!("/api/conversations/{id}")).await;
-        if info["execution_status"] == "error" {
-            break;
+    let what = "the cut run to be settled as an error";
+    let info = eventually(what, Duration::from_secs(15), || async {
+        let info = get(&base, &format!("/api/conversations/{id}")).await;
+        match info["execution_status"] == "error" {
+            true => Ok(info),
+            false => Err(info),
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(info["execution_status"], "error", "{info}");
+    })
+    .await;
     let last = info["last_event_id"].as_u64().unwrap();
     let got = receiver
         .wait_for(Duration::from_secs(30), |got| {
@@ -151,6 +146,7 @@ async fn two_replicas_send_each_delivery_once() {
         return;
     };
     let llm = FakeLlm::start().await;
+    crate::helpers::answer_titles(&llm);
     let receiver = Receiver::up(SECRET).await;
     let hooks = format!(
         "[[webhooks]]\nname = \"tickets\"\nbase_url = \"{}/hooks\"\ntoken = \"${{{TOKEN_VAR}}}\"\n\
@@ -168,7 +164,7 @@ async fn two_replicas_send_each_delivery_once() {
         let text = format!(
             "[server]\nport = {port}\n[toolsets.kubernetes]\nenabled = false\n\
              [toolsets.prometheus]\nenabled = false\n[llm]\nretry_max_attempts = 1\n\
-             [conversations]\ndatabase_url = \"{database}\"\nauto_title = false\n\
+             [conversations]\ndatabase_url = \"{database}\"\n\
              secret_key = \"{key}\"\n\
              [models.fake]\nmodel = \"openai/fake-model\"\napi_base = \"{}\"\n{hooks}",
             llm.base_url(),
@@ -202,14 +198,10 @@ async fn two_replicas_send_each_delivery_once() {
             .await
             .unwrap();
         let id = json_body(resp).await["id"].as_str().unwrap().to_owned();
-        for _ in 0..400 {
-            if get(&base, &format!("/api/conversations/{id}")).await["execution_status"]
-                == "finished"
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        eventually("the run to finish", Duration::from_secs(10), || async {
+            get(&base, &format!("/api/conversations/{id}")).await["execution_status"] == "finished"
+        })
+        .await;
         let last = get(&base, &format!("/api/conversations/{id}")).await["last_event_id"]
             .as_u64()
             .unwrap();

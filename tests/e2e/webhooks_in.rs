@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 
 use crate::conversations_pg::fresh_database;
-use crate::helpers::{TestApp, json_body, spawn_app_with, tool_writable_dir};
+use crate::helpers::{TestApp, eventually, json_body, spawn_app_with, tool_writable_dir};
 use crate::webhook_receiver::{Got, Receiver};
 use crate::webhooks_out::{SECRET, receiver_toml};
 use fake_llm::Step;
@@ -42,14 +42,12 @@ pub(crate) async fn answer(
 }
 
 pub(crate) async fn wait_status(app: &TestApp, id: &str, status: &str) {
-    for _ in 0..400 {
+    let what = format!("conversation {id} to become {status}");
+    eventually(&what, Duration::from_secs(10), || async {
         let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
-        if info["execution_status"] == status {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("conversation {id} never became {status}");
+        info["execution_status"] == status
+    })
+    .await
 }
 
 /// The reply token of the `n`-th snapshot in `status` the receiver got for `id`.
@@ -340,6 +338,7 @@ async fn an_early_approval_waits_for_its_state() {
         (200, json!({"queued": true})),
         "a duplicate"
     );
+    // An absence: given the time to go wrong.
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(!file.exists(), "not applied before the state is entered");
     // The pause is stored: the approval applies.

@@ -2,14 +2,14 @@
 //! change, create and PATCH, the stored events in batches — exactly once per delivery id and
 //! in order, through a receiver that is down, fails, throttles and hangs; signed, with its
 //! token, never a secret; dead letters are listed and retried; a hung receiver never slows a
-//! run. On SQLite, and on PostgreSQL when `POSTGRES_TEST_URL` is set.
+//! run. On SQLite, and on PostgreSQL when `POSTGRES_TEST_URL` is set (required in CI).
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::conversations_pg::fresh_database;
-use crate::helpers::{TestApp, json_body, spawn_app_with};
+use crate::helpers::{TestApp, eventually, json_body, spawn_app_with};
 use crate::webhook_receiver::{Answer, Got, Receiver};
 use fake_llm::Step;
 
@@ -49,14 +49,15 @@ async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
 }
 
 async fn wait_status(app: &TestApp, id: &str, status: &str) -> Value {
-    for _ in 0..400 {
-        let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
-        if info["execution_status"] == status {
-            return info;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("conversation {id} never became {status}");
+    eventually(
+        &format!("conversation {id} to become {status}"),
+        Duration::from_secs(10),
+        || async {
+            let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+            (info["execution_status"] == status).then_some(info)
+        },
+    )
+    .await
 }
 
 fn snapshots(got: &[Got]) -> Vec<&Got> {
@@ -120,17 +121,19 @@ async fn every_change_arrives(app: &TestApp, receiver: &Receiver) {
     wait_status(app, &id, "finished").await;
 
     // Nothing can arrive yet; the deliveries wait, each failed attempt recorded.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    let (status, pending) = app
-        .get_json("/api/webhooks/deliveries?status=pending&receiver=tickets")
-        .await;
-    assert_eq!(status, 200, "{pending}");
-    let items = pending["items"].as_array().unwrap();
-    assert!(!items.is_empty(), "{pending}");
-    assert!(
-        items[0]["attempts"].as_u64().unwrap() >= 1 && !items[0]["last_error"].is_null(),
-        "{pending}"
-    );
+    eventually(
+        "a pending delivery with a failed attempt recorded",
+        Duration::from_secs(10),
+        || async {
+            let (status, pending) = app
+                .get_json("/api/webhooks/deliveries?status=pending&receiver=tickets")
+                .await;
+            assert_eq!(status, 200, "{pending}");
+            pending["items"][0]["attempts"].as_u64() >= Some(1)
+                && !pending["items"][0]["last_error"].is_null()
+        },
+    )
+    .await;
 
     receiver.script(vec![Answer::Status(500), Answer::TooMany(1), Answer::Hang]);
     receiver.start().await;
@@ -215,15 +218,15 @@ async fn every_change_arrives(app: &TestApp, receiver: &Receiver) {
         tries[2].at - tries[1].at
     );
     // Nothing left to send.
-    for _ in 0..100 {
-        let (_, pending) = app.get_json("/api/webhooks/deliveries").await;
-        if pending["items"].as_array().unwrap().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let (_, pending) = app.get_json("/api/webhooks/deliveries").await;
-    assert_eq!(pending["items"], json!([]), "{pending}");
+    eventually(
+        "no delivery left to send",
+        Duration::from_secs(5),
+        || async {
+            let (_, pending) = app.get_json("/api/webhooks/deliveries").await;
+            pending["items"] == json!([])
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -302,15 +305,11 @@ async fn dead_letters_are_listed_and_retried() {
             before.iter().all(|(id, n)| arrivals(id) > *n)
         })
         .await;
-    for _ in 0..100 {
+    eventually("no dead letter left", Duration::from_secs(5), || async {
         let (_, left) = app.get_json("/api/webhooks/deliveries?status=failed").await;
-        if left["items"] == json!([]) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let (_, left) = app.get_json("/api/webhooks/deliveries?status=failed").await;
-    assert_eq!(left["items"], json!([]));
+        left["items"] == json!([])
+    })
+    .await;
     // Refusals: an unknown id, a malformed one, one still being sent.
     let unknown = uuid::Uuid::new_v4();
     let (status, _) = post(
@@ -324,15 +323,13 @@ async fn dead_letters_are_listed_and_retried() {
     assert_eq!(status, 422);
     receiver.set_default(Answer::Hang);
     post(&app, "/api/conversations", json!({"title": "four"})).await;
-    let pending = loop {
+    let pending = eventually("a pending delivery", Duration::from_secs(10), || async {
         let (_, page) = app
             .get_json("/api/webhooks/deliveries?status=pending")
             .await;
-        if let Some(item) = page["items"].as_array().unwrap().first() {
-            break item.clone();
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+        page["items"].as_array().unwrap().first().cloned()
+    })
+    .await;
     let (status, _) = post(
         &app,
         &format!(
@@ -362,30 +359,32 @@ async fn dead_letters_are_deleted_after_their_retention() {
     let failed = wait_failed(&app, 1).await;
     let id = failed[0]["id"].as_str().unwrap().to_owned();
     // The purge runs with the queue gauges, every few seconds.
-    for _ in 0..300 {
-        let (_, page) = app.get_json("/api/webhooks/deliveries?status=failed").await;
-        if page["items"] == json!([]) {
-            // Deleted, not queued again: nothing is pending either.
-            let (_, pending) = app.get_json("/api/webhooks/deliveries").await;
-            assert_eq!(pending["items"], json!([]), "{pending}");
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the dead letter {id} outlived its retention");
+    eventually(
+        &format!("the dead letter {id} to be purged after its retention"),
+        Duration::from_secs(15),
+        || async {
+            let (_, page) = app.get_json("/api/webhooks/deliveries?status=failed").await;
+            page["items"] == json!([])
+        },
+    )
+    .await;
+    // Deleted, not queued again: nothing is pending either.
+    let (_, pending) = app.get_json("/api/webhooks/deliveries").await;
+    assert_eq!(pending["items"], json!([]), "{pending}");
 }
 
 async fn wait_failed(app: &TestApp, n: usize) -> Vec<Value> {
-    for _ in 0..400 {
-        let (status, page) = app.get_json("/api/webhooks/deliveries?status=failed").await;
-        assert_eq!(status, 200, "{page}");
-        let items = page["items"].as_array().unwrap().clone();
-        if items.len() >= n {
-            return items;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("fewer than {n} dead letters");
+    eventually(
+        &format!("{n} dead letters"),
+        Duration::from_secs(10),
+        || async {
+            let (status, page) = app.get_json("/api/webhooks/deliveries?status=failed").await;
+            assert_eq!(status, 200, "{page}");
+            let items = page["items"].as_array().unwrap().clone();
+            (items.len() >= n).then_some(items)
+        },
+    )
+    .await
 }
 
 #[tokio::test]
@@ -487,6 +486,7 @@ async fn endless_server(head: &'static str) -> (String, tokio::task::JoinHandle<
                     return;
                 }
                 let chunk = vec![b'x'; 64 * 1024];
+                // Endless and slow: the hostile answer itself, not a wait.
                 while socket.write_all(&chunk).await.is_ok() {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
@@ -534,13 +534,13 @@ async fn an_endless_answer_costs_little() {
     ))
     .await;
     post(&app, "/api/conversations", json!({})).await;
-    let started = Instant::now();
-    loop {
-        let (_, page) = app.get_json("/api/webhooks/deliveries").await;
-        if page["items"] == json!([]) {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(4), "{page}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(
+        "the delivery to be done, its endless body not read",
+        Duration::from_secs(4),
+        || async {
+            let (_, page) = app.get_json("/api/webhooks/deliveries").await;
+            page["items"] == json!([])
+        },
+    )
+    .await;
 }

@@ -9,6 +9,9 @@
 //! responder was set ([`FakeLlm::set_responder`], [`FakeLlm::set_raw_responder`],
 //! [`FakeLlm::set_default`]): then the responder picks the step from the request (long,
 //! concurrent runs). `GET /v1/models` answers the model list ([`FakeLlm::set_models`]).
+//! A request that matches a rule ([`FakeLlm::when`]: by the model it names or by its content)
+//! is answered, counted and recorded by that rule instead, and consumes no scripted step: a
+//! test describes scenarios (a title request always gets a title) rather than call orders.
 //! With a context window set ([`FakeLlm::set_context_window`]), a prompt that does not fit is
 //! refused as OpenAI refuses it (HTTP 400 `context_length_exceeded`), consuming no step.
 //!
@@ -28,13 +31,14 @@
 pub(crate) mod anthropic;
 mod bedrock;
 mod gemini;
+mod rules;
 mod step;
 mod window;
 mod wire;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -46,6 +50,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+pub use rules::{Rule, When};
 pub use step::{Step, ToolCall, Usage};
 
 /// The body of the HTTP 500 answered when the script is exhausted.
@@ -99,7 +104,11 @@ impl Script {
 
 struct Inner {
     script: Mutex<Script>,
-    /// Requests received, kept or not.
+    /// Checked first, in the order added; a request one matches is that rule's.
+    rules: Mutex<Vec<Rule>>,
+    /// Whether `rules` has any: without, a request's body is not parsed to match them.
+    any_rules: AtomicBool,
+    /// Requests received, kept or not, that no rule matched.
     count: AtomicUsize,
     /// What GET /v1/models answers: the listed ids, or an error status.
     models: Mutex<Result<Vec<String>, u16>>,
@@ -115,6 +124,8 @@ impl Default for Inner {
     fn default() -> Self {
         Inner {
             script: Mutex::default(),
+            rules: Mutex::default(),
+            any_rules: AtomicBool::default(),
             count: AtomicUsize::default(),
             models: Mutex::new(Ok(vec!["fake-model".to_owned()])),
             cancellations: AtomicUsize::default(),
@@ -132,6 +143,61 @@ impl Inner {
     /// poisoned mutex here.
     fn script(&self) -> MutexGuard<'_, Script> {
         self.script.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The rule a request belongs to: the first added that matches it (`body` is parsed
+    /// from `raw` if needed). `url_model`: the model named in the URL, if the API puts it there.
+    fn rule_for(
+        &self,
+        url_model: Option<&str>,
+        raw: &[u8],
+        body: &mut Option<Value>,
+    ) -> Option<Rule> {
+        if !self.any_rules.load(Ordering::SeqCst) {
+            return None;
+        }
+        let body = body.get_or_insert_with(|| parse(raw));
+        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        rules.iter().find(|r| r.matches(url_model, body)).cloned()
+    }
+
+    /// Counts and records a request where it belongs (on its rule, else in the script's
+    /// record) and returns its rule.
+    fn receive(
+        &self,
+        url_model: Option<&str>,
+        raw: &Bytes,
+        headers: Option<&HeaderMap>,
+    ) -> Option<Rule> {
+        let rule = self.rule_for(url_model, raw, &mut None);
+        match &rule {
+            Some(rule) => rule.record(raw),
+            None => {
+                self.count.fetch_add(1, Ordering::SeqCst);
+                let mut script = self.script();
+                if script.keep_requests {
+                    script.requests.push(raw.clone());
+                    if let Some(headers) = headers {
+                        script.headers.push(headers.clone());
+                    }
+                }
+            }
+        }
+        self.changed.notify_waiters();
+        rule
+    }
+
+    /// The step answering a request: its rule's, else the next scripted one, else the
+    /// responder's; `None` when exhausted.
+    fn step(&self, rule: Option<&Rule>, body: &Value, raw: &[u8]) -> Option<Step> {
+        if let Some(rule) = rule {
+            return rule.next();
+        }
+        let (scripted, responder) = self.script().next();
+        scripted.or_else(|| match responder? {
+            Responder::Json(f) => Some(f(body)),
+            Responder::Raw(f) => Some(f(raw)),
+        })
     }
 }
 
@@ -302,6 +368,20 @@ impl FakeLlm {
             models.map(|ids| ids.iter().map(|id| (*id).to_owned()).collect());
     }
 
+    /// Adds a rule, checked after those added before: requests it matches are answered from
+    /// the rule (see [`Rule::push`], [`Rule::always`]) and recorded there, never from the
+    /// script.
+    pub fn when(&self, when: When) -> Rule {
+        let rule = Rule::new(when);
+        self.inner
+            .rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(rule.clone());
+        self.inner.any_rules.store(true, Ordering::SeqCst);
+        rule
+    }
+
     /// Append a scripted step (FIFO).
     pub fn push(&self, step: Step) {
         self.inner.script().steps.push_back(step);
@@ -449,24 +529,30 @@ async fn list_models(State(inner): State<Arc<Inner>>) -> Response {
 }
 
 async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, raw: Bytes) -> Response {
-    inner.count.fetch_add(1, Ordering::SeqCst);
+    // Parsed once, and only when something needs it.
+    let mut body: Option<Value> = None;
+    let rule = inner.rule_for(None, &raw, &mut body);
+    if let Some(rule) = &rule {
+        rule.record(&raw);
+    }
     // Without a window the step is taken with the recording, so the n-th request recorded is
     // the one that consumed the n-th step even when requests run concurrently.
     let (window, next) = {
         let mut script = inner.script();
-        if script.keep_requests {
-            script.requests.push(raw.clone());
-            script.headers.push(headers);
+        if rule.is_none() {
+            inner.count.fetch_add(1, Ordering::SeqCst);
+            if script.keep_requests {
+                script.requests.push(raw.clone());
+                script.headers.push(headers);
+            }
         }
         match script.context_window {
             Some(window) => (Some(window), None),
-            None => (None, Some(script.next())),
+            None => (None, rule.is_none().then(|| script.next())),
         }
     };
     inner.changed.notify_waiters();
 
-    // Parsed once, and only when something needs it.
-    let mut body: Option<Value> = None;
     if let Some(window) = window {
         // Counted outside the lock: a large prompt takes a while.
         let request = body.get_or_insert_with(|| parse(&raw));
@@ -474,12 +560,17 @@ async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, raw: Byte
             return wire::json_response(StatusCode::BAD_REQUEST, &error);
         }
     }
-    let (scripted, responder) = next.unwrap_or_else(|| inner.script().next());
-    // The responder runs outside the lock: it may be slow, and may call into the fake.
-    let step = scripted.or_else(|| match responder? {
-        Responder::Json(f) => Some(f(body.get_or_insert_with(|| parse(&raw)))),
-        Responder::Raw(f) => Some(f(&raw)),
-    });
+    let step = match &rule {
+        Some(rule) => rule.next(),
+        None => {
+            let (scripted, responder) = next.unwrap_or_else(|| inner.script().next());
+            // The responder runs outside the lock: it may be slow, and may call into the fake.
+            scripted.or_else(|| match responder? {
+                Responder::Json(f) => Some(f(body.get_or_insert_with(|| parse(&raw)))),
+                Responder::Raw(f) => Some(f(&raw)),
+            })
+        }
+    };
     let Some(step) = step else {
         return wire::json_response(
             StatusCode::INTERNAL_SERVER_ERROR,

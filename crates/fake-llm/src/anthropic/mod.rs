@@ -9,7 +9,6 @@ mod render;
 mod validate;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -19,7 +18,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::wire::json_response;
-use crate::{EXHAUSTED_MESSAGE, Inner, Responder, parse};
+use crate::{EXHAUSTED_MESSAGE, Inner, Rule, parse};
 
 /// The fake's Anthropic state: its prompt cache and the key its thinking signatures use.
 pub(crate) struct AnthropicState {
@@ -71,14 +70,7 @@ pub(crate) async fn messages(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Response {
-    inner.count.fetch_add(1, Ordering::SeqCst);
-    {
-        let mut script = inner.script();
-        if script.keep_requests {
-            script.requests.push(raw.clone());
-        }
-    }
-    inner.changed.notify_waiters();
+    let rule = inner.receive(None, &raw, None);
     let header = |name: &str| {
         headers
             .get(name)
@@ -95,21 +87,21 @@ pub(crate) async fn messages(
             "anthropic-version: header is required",
         );
     }
-    answer_body(inner, &raw, parse(&raw)).await
+    answer_body(inner, rule, &raw, parse(&raw)).await
 }
 
 /// A Messages request whose headers passed: validated, then answered. Claude on Vertex comes
 /// here too, its model (named in the URL) put back in the body.
-pub(crate) async fn answer_body(inner: Arc<Inner>, raw: &Bytes, body: Value) -> Response {
+pub(crate) async fn answer_body(
+    inner: Arc<Inner>,
+    rule: Option<Rule>,
+    raw: &Bytes,
+    body: Value,
+) -> Response {
     if let Err(message) = validate::request(&body, &inner.anthropic.secret) {
         return error(400, "invalid_request_error", &message);
     }
-    let (scripted, responder) = inner.script().next();
-    let step = scripted.or_else(|| match responder? {
-        Responder::Json(f) => Some(f(&body)),
-        Responder::Raw(f) => Some(f(raw)),
-    });
-    let Some(step) = step else {
+    let Some(step) = inner.step(rule.as_ref(), &body, raw) else {
         return error(500, "api_error", EXHAUSTED_MESSAGE);
     };
     let cached = inner

@@ -24,7 +24,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::wire::json_response;
-use crate::{EXHAUSTED_MESSAGE, Inner, Responder, parse};
+use crate::{EXHAUSTED_MESSAGE, Inner, parse};
 
 pub(crate) struct BedrockState {
     secret: String,
@@ -88,15 +88,11 @@ pub(crate) async fn converse_stream(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Response {
-    inner.count.fetch_add(1, Ordering::SeqCst);
-    {
-        let mut script = inner.script();
-        if script.keep_requests {
-            script.requests.push(raw.clone());
-            script.headers.push(headers.clone());
-        }
-    }
-    inner.changed.notify_waiters();
+    let url_model = uri
+        .path()
+        .strip_prefix("/model/")
+        .and_then(|p| p.strip_suffix("/converse-stream"));
+    let rule = inner.receive(url_model, &raw, Some(&headers));
     if let Some(refusal) = signature::check(&inner.bedrock, &uri, &headers, &raw) {
         return refusal;
     }
@@ -119,12 +115,7 @@ pub(crate) async fn converse_stream(
     if let Err(message) = validate::request(&body, &inner.bedrock.secret) {
         return error(400, "ValidationException", &message);
     }
-    let (scripted, responder) = inner.script().next();
-    let step = scripted.or_else(|| match responder? {
-        Responder::Json(f) => Some(f(&body)),
-        Responder::Raw(f) => Some(f(&raw)),
-    });
-    let Some(step) = step else {
+    let Some(step) = inner.step(rule.as_ref(), &body, &raw) else {
         return error(500, "InternalServerException", EXHAUSTED_MESSAGE);
     };
     let prompt_tokens = ((raw.len() / 4) as u64).max(1);

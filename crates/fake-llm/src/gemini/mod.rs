@@ -25,7 +25,7 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use serde_json::{Value, json};
 
 use crate::wire::json_response;
-use crate::{EXHAUSTED_MESSAGE, Inner, Responder, parse};
+use crate::{EXHAUSTED_MESSAGE, Inner, Rule, parse};
 
 #[derive(Default)]
 pub(crate) struct GoogleState {
@@ -69,15 +69,9 @@ fn error(status: u16, message: &str, retry_secs: Option<f64>) -> Response {
     json_response(code, &body)
 }
 
-fn record(inner: &Inner, raw: &Bytes) {
-    inner.count.fetch_add(1, Ordering::SeqCst);
-    {
-        let mut script = inner.script();
-        if script.keep_requests {
-            script.requests.push(raw.clone());
-        }
-    }
-    inner.changed.notify_waiters();
+/// The model of a `{model}:{action}` path segment.
+fn model_of(model_action: &str) -> Option<&str> {
+    model_action.split_once(':').map(|(model, _)| model)
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> &'a str {
@@ -150,11 +144,11 @@ pub(crate) async fn ai_studio(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Response {
-    record(&inner, &raw);
+    let rule = inner.receive(model_of(&model_action), &raw, None);
     if let Some(refused) = check_key(&inner, &headers, &uri) {
         return refused;
     }
-    generate(inner, &model_action, &uri, raw).await
+    generate(inner, rule, &model_action, &uri, raw).await
 }
 
 pub(crate) async fn vertex(
@@ -164,13 +158,13 @@ pub(crate) async fn vertex(
     headers: HeaderMap,
     raw: Bytes,
 ) -> Response {
-    record(&inner, &raw);
+    let rule = inner.receive(model_of(&model_action), &raw, None);
     if let Some(refused) = check_token(&inner, &headers) {
         return refused;
     }
     match publisher.as_str() {
-        "google" => generate(inner, &model_action, &uri, raw).await,
-        "anthropic" => claude(inner, &model_action, raw).await,
+        "google" => generate(inner, rule, &model_action, &uri, raw).await,
+        "anthropic" => claude(inner, rule, &model_action, raw).await,
         other => error(404, &format!("Publisher model `{other}` not found."), None),
     }
 }
@@ -213,7 +207,13 @@ pub(crate) async fn get_model(
     )
 }
 
-async fn generate(inner: Arc<Inner>, model_action: &str, uri: &Uri, raw: Bytes) -> Response {
+async fn generate(
+    inner: Arc<Inner>,
+    rule: Option<Rule>,
+    model_action: &str,
+    uri: &Uri,
+    raw: Bytes,
+) -> Response {
     let Some((_model, action)) = model_action.split_once(':') else {
         return error(404, "The requested URL was not found on this server.", None);
     };
@@ -240,12 +240,7 @@ async fn generate(inner: Arc<Inner>, model_action: &str, uri: &Uri, raw: Bytes) 
             None,
         );
     }
-    let (scripted, responder) = inner.script().next();
-    let step = scripted.or_else(|| match responder? {
-        Responder::Json(f) => Some(f(&body)),
-        Responder::Raw(f) => Some(f(&raw)),
-    });
-    let Some(step) = step else {
+    let Some(step) = inner.step(rule.as_ref(), &body, &raw) else {
         return error(500, EXHAUSTED_MESSAGE, None);
     };
     let ctx = render::Ctx {
@@ -261,7 +256,7 @@ async fn generate(inner: Arc<Inner>, model_action: &str, uri: &Uri, raw: Bytes) 
 }
 
 /// Claude on Vertex: Vertex's body rules, then the Anthropic fake with the model from the URL.
-async fn claude(inner: Arc<Inner>, model_action: &str, raw: Bytes) -> Response {
+async fn claude(inner: Arc<Inner>, rule: Option<Rule>, model_action: &str, raw: Bytes) -> Response {
     let anthropic_error =
         |message: &str| crate::anthropic::error(400, "invalid_request_error", message);
     let Some((model, action)) = model_action.split_once(':') else {
@@ -289,7 +284,7 @@ async fn claude(inner: Arc<Inner>, model_action: &str, raw: Bytes) -> Response {
     }
     object.remove("anthropic_version");
     object.insert("model".into(), json!(model));
-    crate::anthropic::answer_body(inner, &raw, body).await
+    crate::anthropic::answer_body(inner, rule, &raw, body).await
 }
 
 /// Parses an `application/x-www-form-urlencoded` body (only `%3A`-style escapes matter here).

@@ -1,4 +1,4 @@
-//! Self-tests for the scripted fake LLM, driven directly with reqwest.
+//! The scripted steps, each driven directly with reqwest: what the fake streams or answers.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -7,91 +7,8 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::helpers::http_client;
+use crate::common::*;
 use fake_llm::{FakeLlm, Step, ToolCall, Usage};
-
-const WAIT: Duration = Duration::from_secs(2);
-
-fn chat_body(stream: bool, include_usage: bool) -> Value {
-    let mut body = json!({
-        "model": "gpt-test",
-        "messages": [{"role": "user", "content": "why is my pod crashlooping?"}],
-    });
-    if stream {
-        body["stream"] = json!(true);
-        if include_usage {
-            body["stream_options"] = json!({"include_usage": true});
-        }
-    }
-    body
-}
-
-async fn post(fake: &FakeLlm, body: &Value) -> reqwest::Response {
-    post_raw(
-        &format!("{}/chat/completions", fake.base_url()),
-        body.to_string(),
-    )
-    .await
-}
-
-async fn post_raw(url: &str, body: String) -> reqwest::Response {
-    http_client()
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .expect("request to fake llm")
-}
-
-/// The response body parsed as JSON (reqwest's `json` feature is not enabled).
-async fn json_body(resp: reqwest::Response) -> Value {
-    let bytes = resp.bytes().await.expect("response body");
-    serde_json::from_slice(&bytes).expect("json body")
-}
-
-/// All SSE `data:` payloads of a response, in order.
-async fn sse_data(resp: reqwest::Response) -> Vec<String> {
-    let mut events = resp.bytes_stream().eventsource();
-    let mut out = Vec::new();
-    while let Some(ev) = events.next().await {
-        out.push(ev.expect("sse event").data);
-    }
-    out
-}
-
-/// Parses the data payloads up to (excluding) `[DONE]`; asserts `[DONE]` is last.
-fn chunks(data: &[String]) -> Vec<Value> {
-    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
-    data[..data.len() - 1]
-        .iter()
-        .map(|d| serde_json::from_str(d).expect("chunk json"))
-        .collect()
-}
-
-fn delta_strings(chunks: &[Value], field: &str) -> (String, usize) {
-    let mut s = String::new();
-    let mut n = 0;
-    for c in chunks {
-        let piece = c.pointer(&format!("/choices/0/delta/{field}"));
-        if let Some(v) = piece.and_then(Value::as_str).filter(|v| !v.is_empty()) {
-            s.push_str(v);
-            n += 1;
-        }
-    }
-    (s, n)
-}
-
-fn finish_reasons(chunks: &[Value]) -> Vec<String> {
-    chunks
-        .iter()
-        .filter_map(|c| {
-            c.pointer("/choices/0/finish_reason")
-                .and_then(Value::as_str)
-        })
-        .map(str::to_string)
-        .collect()
-}
 
 #[tokio::test]
 async fn fake_llm_text_streams_content_reasoning_and_usage() {
