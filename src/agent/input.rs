@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::control::RunControl;
-use crate::wire::request::ImageInput;
+use super::message::UserMessage;
 
 #[derive(Debug, Clone, Default)]
 pub struct Input {
@@ -15,12 +15,6 @@ pub struct Input {
     pub tool_headers: Arc<Vec<(String, String)>>,
     /// For runs that outlive a request: messages, pause and interrupt while it runs.
     pub control: Option<RunControl>,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct UserMessage {
-    pub text: String,
-    pub images: Vec<ImageInput>,
 }
 
 #[derive(Debug, Clone)]

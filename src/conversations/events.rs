@@ -6,7 +6,7 @@ use chrono::Utc;
 use serde_json::{Value, json};
 
 use crate::agent::{AgentEvent, RunMasker, RunState, StopReason};
-use crate::frames;
+use crate::holmes::frames;
 use crate::store::NewEvent;
 use crate::wire::{Message, StreamEvent};
 

@@ -1,5 +1,5 @@
 //! `POST /api/webhook/{conversation_id}/{state_name}`: an event from elsewhere for a
-//! conversation that waits (see `webhooks::inbound`). No API key: the reply token, as
+//! conversation that waits (see `crate::inbound`). No API key: the reply token, as
 //! `Authorization: Bearer <token>` or `?token=`, is the credential.
 
 use std::net::SocketAddr;
@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::body::{parse_json, read_body};
 use super::conversations::query_pairs;
 use super::{ApiError, AppState};
-use crate::webhooks::inbound::{Refused, Request, WebhookEvent};
+use crate::inbound::{Refused, Request, WebhookEvent};
 
 /// The path prefix the API keys do not guard.
 pub const PREFIX: &str = "/api/webhook/";
