@@ -14,6 +14,10 @@ use std::path::Path;
 /// A module path below the crate root: `["llm", "gemini", "models"]`.
 type ModulePath = Vec<String>;
 
+/// A folder's imports between its children: (child, child) → where (file, line) the first
+/// imports the second.
+type Edges = BTreeMap<(String, String), (String, usize)>;
+
 /// One `crate::…` path a file uses.
 #[derive(Debug)]
 struct Import {
@@ -143,9 +147,7 @@ fn violations(files: &[(String, String)], layers: &[Vec<String>]) -> Vec<String>
     let is_test = |m: &ModulePath| tests.iter().any(|t| m.starts_with(t));
     let mut problems = Vec::new();
     let mut unplaced = BTreeSet::new();
-    // Per folder: (child, child) → where the first child imports the second.
-    let mut edges: BTreeMap<ModulePath, BTreeMap<(String, String), (String, usize)>> =
-        BTreeMap::new();
+    let mut edges: BTreeMap<ModulePath, Edges> = BTreeMap::new();
     for (path, text) in files {
         // The binary's root uses the library as `triage::`, from outside.
         if path == "main.rs" || is_test(&module_of(path)) {
@@ -216,7 +218,7 @@ fn violations(files: &[(String, String)], layers: &[Vec<String>]) -> Vec<String>
 }
 
 /// The circles of a folder's import graph: its strongly connected parts of two or more.
-fn circles(edges: &BTreeMap<(String, String), (String, usize)>) -> Vec<BTreeSet<String>> {
+fn circles(edges: &Edges) -> Vec<BTreeSet<String>> {
     let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (a, b) in edges.keys() {
         next.entry(a).or_default().push(b);
