@@ -1267,7 +1267,7 @@ fn main() {
     // As the binary does: info level unless RUST_LOG/LOG_LEVEL say otherwise, so the
     // per-request span costs what it costs in production.
     triage::telemetry::init();
-    triage::startup::install_crypto_provider();
+    triage::runtime::install_crypto_provider();
     // In-process 10,000 streams hold 4 descriptors each (client, triage in, triage out, fake).
     let (soft, _hard, fd_note) = raise_fd_limit(48_000);
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -54,7 +54,7 @@ struct ServeFlags {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    triage::allocator::configure();
+    triage::runtime::allocator::configure();
     let cli = Cli::parse();
     let default_level = if matches!(cli.command, Command::Serve(_)) {
         "info"
@@ -75,7 +75,7 @@ fn main() -> ExitCode {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .on_thread_park(triage::allocator::on_worker_park)
+        .on_thread_park(triage::runtime::allocator::on_worker_park)
         .build()
     {
         Ok(r) => r,

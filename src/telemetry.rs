@@ -3,7 +3,7 @@
 //! like a response before it reaches stderr.
 
 use std::io::Write;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, Weak};
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
@@ -44,13 +44,22 @@ pub fn init_with_default(default_level: &str) {
     };
 }
 
-/// The secrets the server knows of; credentials issued at run time are masked without it.
-static LOG_MASKER: RwLock<Option<Arc<SecretMasker>>> = RwLock::new(None);
+/// The maskers of the applications alive in this process (one in a server; several in the
+/// end-to-end tests, which start many in one process). The subscriber is process-wide and a
+/// log line does not say which application wrote it: a line from a task spawned without the
+/// application's span, from reqwest, hyper or rustls, belongs to none. So every line passes
+/// every live application's masker rather than looking its own up: a line is never unmasked
+/// because its origin is unknown, and no application's start replaces another's masker.
+/// Weak, so an application dropped (its masker with it) leaves the list at the next line.
+static LOG_MASKERS: RwLock<Vec<Weak<SecretMasker>>> = RwLock::new(Vec::new());
 
-/// From now on log lines are masked with `masker` (the agent's own): an error an LLM provider
-/// or a tool sends back may quote a key, and a retry warning logs that error.
-pub fn mask_logs(masker: Arc<SecretMasker>) {
-    *LOG_MASKER.write().unwrap_or_else(PoisonError::into_inner) = Some(masker);
+/// From now on log lines are masked with `masker` too (an application's own, its issued
+/// credentials included): an error an LLM provider or a tool sends back may quote a key,
+/// and a retry warning logs that error.
+pub fn mask_logs(masker: &Arc<SecretMasker>) {
+    let mut maskers = LOG_MASKERS.write().unwrap_or_else(PoisonError::into_inner);
+    maskers.retain(|m| m.strong_count() > 0);
+    maskers.push(Arc::downgrade(masker));
 }
 
 /// stderr, one masked write per event (the formatter writes each event whole).
@@ -90,14 +99,10 @@ impl Drop for MaskedLine {
 fn masked(line: Vec<u8>) -> String {
     let mut line = String::from_utf8(line)
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    // Like the issued credentials, never unmasked because a panic poisoned the lock.
-    let masker = LOG_MASKER
-        .read()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    match masker {
-        Some(masker) => masker.mask(&mut line),
-        None => SecretMasker::default().mask(&mut line),
+    // Never unmasked because a panic poisoned the lock.
+    let maskers = LOG_MASKERS.read().unwrap_or_else(PoisonError::into_inner);
+    for masker in maskers.iter().filter_map(Weak::upgrade) {
+        masker.mask(&mut line);
     }
     line
 }
@@ -105,21 +110,36 @@ fn masked(line: Vec<u8>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::secrets::IssuedSecrets;
 
     #[test]
-    fn log_lines_are_masked_with_the_servers_secrets_and_issued_credentials() {
-        mask_logs(Arc::new(SecretMasker::new([
-            "sk-log-line-secret".to_owned()
-        ])));
-        crate::agent::remember_issued("issued-token-seen-in-a-log-line");
+    fn log_lines_are_masked_with_every_live_applications_secrets() {
+        let issued = IssuedSecrets::default();
+        let first = Arc::new(
+            SecretMasker::new(["sk-log-line-secret".to_owned()]).with_issued(issued.clone()),
+        );
+        let second = Arc::new(SecretMasker::new(["sk-second-application".to_owned()]));
+        mask_logs(&first);
+        mask_logs(&second);
+        issued.remember("issued-token-seen-in-a-log-line");
         let line = masked(
             b"WARN retrying LLM call error=401 Incorrect API key sk-log-line-secret; \
-              token issued-token-seen-in-a-log-line\n"
+              token issued-token-seen-in-a-log-line; sk-second-application\n"
                 .to_vec(),
         );
         assert!(!line.contains("sk-log-line-secret"), "{line}");
         assert!(!line.contains("issued-token-seen"), "{line}");
-        assert_eq!(line.matches("<secret-hidden>").count(), 2, "{line}");
+        assert!(
+            !line.contains("sk-second-application"),
+            "a later start replaced none: {line}"
+        );
+        assert_eq!(line.matches("<secret-hidden>").count(), 3, "{line}");
         assert!(line.ends_with('\n'));
+        drop(second);
+        let line = masked(b"sk-second-application\n".to_vec());
+        assert_eq!(
+            line, "sk-second-application\n",
+            "a dropped application masks nothing"
+        );
     }
 }

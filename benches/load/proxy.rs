@@ -304,7 +304,7 @@ pub fn serve(args: &[String]) -> Result<(), String> {
     let port: u16 = port.parse().map_err(|e| format!("port: {e}"))?;
     let llm: SocketAddr = llm.parse().map_err(|e| format!("LLM address: {e}"))?;
     let template = std::fs::read(template).map_err(|e| format!("{template}: {e}"))?;
-    triage::startup::install_crypto_provider();
+    triage::runtime::install_crypto_provider();
     // Triage's LLM client settings (src/llm/transport.rs).
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use super::input::UserMessage;
+use super::message::UserMessage;
 
 #[derive(Clone)]
 pub struct RunControl {

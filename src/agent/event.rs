@@ -7,7 +7,8 @@ use super::state::PendingCall;
 use super::usage::UsageReport;
 use crate::tools::ToolOutcome;
 use crate::wire::Message;
-use crate::wire::response::{ModelFallback, ResponseFormatReport, Usage};
+use crate::wire::events::ModelFallback;
+use crate::wire::response::{ResponseFormatReport, Usage};
 
 #[derive(Debug, Clone)]
 pub enum AgentEvent {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::control::RunControl;
-use crate::wire::request::ImageInput;
+use super::message::UserMessage;
 
 #[derive(Debug, Clone, Default)]
 pub struct Input {
@@ -22,12 +22,6 @@ impl Input {
     pub fn is_empty(&self) -> bool {
         self.message.is_none() && self.decisions.is_empty() && self.frontend_results.is_empty()
     }
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct UserMessage {
-    pub text: String,
-    pub images: Vec<ImageInput>,
 }
 
 #[derive(Debug, Clone)]

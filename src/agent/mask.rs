@@ -10,12 +10,12 @@ use serde_json::{Map, Value};
 
 use super::error::RunError;
 use super::event::{AgentEvent, Answer, CompactionReport, CompactionStarted, StopReason};
-use super::secrets::Secrets;
 use super::state::{PendingCall, Waiting};
 use super::usage::UsageReport;
 use crate::tools::{ToolOutcome, ToolOutput};
 use crate::wire::content::Content;
-use crate::wire::response::{ModelFallback, Truncation};
+use crate::wire::events::ModelFallback;
+use crate::wire::response::Truncation;
 use crate::wire::{FunctionCall, Message, ToolCall};
 
 /// A value whose strings can hold a secret.
@@ -341,6 +341,42 @@ impl Mask for Arc<str> {
             let mut own = self.to_string();
             own.mask(secrets);
             *self = Arc::from(own);
+        }
+    }
+}
+
+/// The secrets of one masking pass, for `Mask` implementations: the run's, then those issued
+/// at run time.
+pub struct Secrets<'a> {
+    pub(super) lists: [&'a [String]; 2],
+}
+
+impl Secrets<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.lists.iter().all(|l| l.is_empty())
+    }
+
+    /// Whether `text` holds a secret (to decide whether to copy a shared string).
+    pub fn found_in(&self, text: &str) -> bool {
+        self.lists
+            .iter()
+            .any(|list| list.iter().any(|s| text.contains(s.as_str())))
+    }
+
+    pub fn text(&self, text: &mut String) {
+        for list in self.lists {
+            mask_each(list, text);
+        }
+    }
+}
+
+/// What every secret is replaced with.
+pub const MASK: &str = "<secret-hidden>";
+
+pub(super) fn mask_each(secrets: &[String], text: &mut String) {
+    for secret in secrets {
+        if text.contains(secret.as_str()) {
+            *text = text.replace(secret.as_str(), MASK);
         }
     }
 }

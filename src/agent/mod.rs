@@ -1,7 +1,7 @@
 //! The agent core: a `RunState` plus an `Input` becomes a `Run`, a stream of small domain
 //! events. It knows nothing of HTTP, storage or wire formats; dropping a run cancels its LLM
-//! call and its tools. Front doors (`stateless/` for `/api/chat`, the CLI) build the state and
-//! render the events.
+//! call and its tools. Front doors (`holmes/` for `/api/chat`, `conversations/`, the CLI)
+//! build the state and render the events.
 //!
 //! `Agent`'s methods, by step: `setup.rs` (`compile`), `turn.rs` (`start`, the loop,
 //! `call_llm`, `finish_answer`, repair), `calls.rs` (`act`, `plan_call`, `run_calls`,
@@ -20,6 +20,7 @@ mod frontend;
 mod images;
 mod input;
 pub mod mask;
+mod message;
 mod repeats;
 mod resume;
 mod run;
@@ -46,10 +47,11 @@ pub use control::RunControl;
 pub use error::{RunError, RunErrorKind};
 pub use event::{AgentEvent, Answer, CompactionReport, CompactionStarted, StopReason};
 pub use images::ImageLimits;
-pub use input::{Decision, FrontendResult, Input, UserMessage, Verdict};
-pub use mask::Mask;
+pub use input::{Decision, FrontendResult, Input, Verdict};
+pub use mask::{MASK, Mask, Secrets};
+pub use message::UserMessage;
 pub use run::Run;
-pub use secrets::{MASK, RunMasker, SecretMasker, Secrets, remember_issued};
+pub use secrets::{RunMasker, SecretMasker};
 pub use settle::missing_results;
 pub use setup::RunSetup;
 pub use state::{PendingCall, RunState, Waiting};

@@ -45,7 +45,7 @@ impl Run {
     }
 
     /// A run that emits `events` and ends with `state`: what a front door does with any event
-    /// a run can make (the masking property test, `src/mask_tests.rs`).
+    /// a run can make (the masking property test, `src/tests/masked_events.rs`).
     #[cfg(test)]
     pub(crate) fn replaying(masker: RunMasker, events: Vec<AgentEvent>, state: RunState) -> Run {
         let queue = Emitter::new(masker);
@@ -204,7 +204,7 @@ pub(super) struct Live {
     /// Main-loop LLM calls made by this run.
     pub llm_calls: u32,
     /// The calls of this run a fallback model answered, for the answer's metadata.
-    pub fallbacks: Vec<crate::wire::response::ModelFallback>,
+    pub fallbacks: Vec<crate::wire::events::ModelFallback>,
 }
 
 impl Live {

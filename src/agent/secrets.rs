@@ -2,18 +2,17 @@
 //! own credentials never reach the LLM or the client; tool output and error messages carry
 //! `<secret-hidden>` instead.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
-use super::mask::Mask;
-
-pub const MASK: &str = "<secret-hidden>";
-/// Shorter values are too likely to occur by chance (and masking them would garble output).
-const MIN_SECRET_LEN: usize = 6;
+use super::mask::{Mask, Secrets, mask_each};
+use crate::secrets::{IssuedSecrets, MIN_SECRET_LEN};
 
 #[derive(Debug, Default)]
 pub struct SecretMasker {
     /// Longest first, so a secret containing another is masked whole.
     secrets: Vec<String>,
+    /// The credentials the application issued so far (its model registry's).
+    issued: IssuedSecrets,
 }
 
 impl SecretMasker {
@@ -24,13 +23,25 @@ impl SecretMasker {
             .filter(|s| s.len() >= MIN_SECRET_LEN)
             .collect();
         longest_first(&mut secrets);
-        SecretMasker { secrets }
+        SecretMasker {
+            secrets,
+            issued: IssuedSecrets::default(),
+        }
     }
 
-    /// Masks the configured secrets and every credential issued to this process so far.
+    /// Also masks the credentials recorded in `issued` (the application's registry).
+    pub fn with_issued(self, issued: IssuedSecrets) -> SecretMasker {
+        SecretMasker { issued, ..self }
+    }
+
+    pub fn issued(&self) -> &IssuedSecrets {
+        &self.issued
+    }
+
+    /// Masks the configured secrets and every credential the application issued so far.
     pub fn mask(&self, text: &mut String) {
         mask_each(&self.secrets, text);
-        let issued = issued();
+        let issued = self.issued.read();
         if !issued.is_empty() {
             mask_each(&issued, text);
         }
@@ -41,14 +52,6 @@ impl SecretMasker {
 fn longest_first(secrets: &mut Vec<String>) {
     secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     secrets.dedup();
-}
-
-fn mask_each(secrets: &[String], text: &mut String) {
-    for secret in secrets {
-        if text.contains(secret.as_str()) {
-            *text = text.replace(secret.as_str(), MASK);
-        }
-    }
 }
 
 /// What a run masks everything it reports with: the server's secrets, the run's own
@@ -69,7 +72,10 @@ impl RunMasker {
         secrets.extend(server.secrets.iter().cloned());
         longest_first(&mut secrets);
         RunMasker {
-            secrets: Arc::new(SecretMasker { secrets }),
+            secrets: Arc::new(SecretMasker {
+                secrets,
+                issued: server.issued.clone(),
+            }),
         }
     }
 
@@ -82,7 +88,7 @@ impl RunMasker {
     /// Masks every string `value` holds. Nothing is copied when no secret occurs, and
     /// nothing is even looked at when there is no secret to mask.
     pub fn mask<T: Mask + ?Sized>(&self, value: &mut T) {
-        let issued = issued();
+        let issued = self.secrets.issued.read();
         let secrets = self.secrets(&issued);
         if !secrets.is_empty() {
             value.mask(&secrets);
@@ -98,7 +104,7 @@ impl RunMasker {
     /// unsent): returns what can go out now and keeps in `held` an end that may be the start
     /// of a secret the next piece completes. A secret split across pieces is masked whole.
     pub fn mask_piece(&self, held: &mut String, piece: String) -> String {
-        let issued = issued();
+        let issued = self.secrets.issued.read();
         let secrets = self.secrets(&issued);
         if secrets.is_empty() && held.is_empty() {
             return piece;
@@ -120,31 +126,6 @@ impl RunMasker {
     }
 }
 
-/// The secrets of one masking pass, for `Mask` implementations: the run's, then those issued
-/// at run time.
-pub struct Secrets<'a> {
-    lists: [&'a [String]; 2],
-}
-
-impl Secrets<'_> {
-    pub fn is_empty(&self) -> bool {
-        self.lists.iter().all(|l| l.is_empty())
-    }
-
-    /// Whether `text` holds a secret (to decide whether to copy a shared string).
-    pub fn found_in(&self, text: &str) -> bool {
-        self.lists
-            .iter()
-            .any(|list| list.iter().any(|s| text.contains(s.as_str())))
-    }
-
-    pub fn text(&self, text: &mut String) {
-        for list in self.lists {
-            mask_each(list, text);
-        }
-    }
-}
-
 /// Where the end of `text` may begin one of `secrets`: the start of the longest suffix that
 /// is a proper prefix of a secret, or `text.len()` when there is none.
 fn unfinished_start(secrets: &[String], text: &str) -> usize {
@@ -160,37 +141,6 @@ fn unfinished_start(secrets: &[String], text: &str) -> usize {
         }
     }
     start
-}
-
-/// Credentials triage obtains while it runs (AWS session keys from STS or the metadata
-/// service, Google access tokens): unknown at start-up, so every masker also masks these once
-/// they are issued. Process-wide because the credentials are; oldest first. Issued credentials
-/// are random strings that do not contain one another, so their order does not matter.
-static ISSUED: RwLock<Vec<String>> = RwLock::new(Vec::new());
-
-/// Rotated credentials keep arriving (an STS session lasts an hour, a Google token too): the
-/// oldest are dropped past this many, ten days of hourly pairs, long expired by then.
-const MAX_ISSUED: usize = 512;
-
-/// The list, also after a panic elsewhere poisoned its lock: masking never fails open.
-fn issued() -> std::sync::RwLockReadGuard<'static, Vec<String>> {
-    ISSUED.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Records a credential obtained at run time, so that no response, event or log line shows it.
-pub fn remember_issued(secret: &str) {
-    let secret = secret.trim();
-    if secret.len() < MIN_SECRET_LEN || issued().iter().any(|s| s == secret) {
-        return;
-    }
-    let mut issued = ISSUED.write().unwrap_or_else(PoisonError::into_inner);
-    if issued.iter().any(|s| s == secret) {
-        return;
-    }
-    if issued.len() >= MAX_ISSUED {
-        issued.remove(0);
-    }
-    issued.push(secret.to_owned());
 }
 
 /// Lines of a multi-line secret (a PEM key) no shorter than this are masked on their own: a
@@ -251,6 +201,8 @@ fn ascii_json_escaped(secret: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::MASK;
+    use crate::secrets::IssuedSecrets;
 
     #[test]
     fn secrets_are_masked_as_go_and_python_escape_them_in_json() {
@@ -351,23 +303,37 @@ mod tests {
     }
 
     #[test]
-    fn credentials_issued_at_run_time_are_masked_by_every_masker() {
-        let configured = SecretMasker::new(["configured-secret".to_owned()]);
-        let empty = SecretMasker::default();
+    fn credentials_issued_at_run_time_are_masked_by_the_applications_maskers() {
+        let issued = IssuedSecrets::default();
+        let configured =
+            SecretMasker::new(["configured-secret".to_owned()]).with_issued(issued.clone());
+        let empty = SecretMasker::default().with_issued(issued.clone());
+        let other_application = SecretMasker::default();
         let token = "ASIA-issued-session-token-for-the-masker-test";
         let mut before = format!("token {token}");
         empty.mask(&mut before);
         assert!(before.contains(token), "not yet issued: {before}");
-        remember_issued(token);
-        remember_issued(token);
+        issued.remember(token);
+        issued.remember(token);
         for masker in [&configured, &empty] {
             let mut text = format!("token {token} and configured-secret");
             masker.mask(&mut text);
             assert!(!text.contains(token), "{text}");
         }
-        let count = ISSUED
-            .read()
-            .map(|i| i.iter().filter(|s| *s == token).count());
-        assert_eq!(count.ok(), Some(1), "remembered once");
+        let run = RunMasker::new(
+            Arc::new(empty),
+            SecretMasker::new(["run-secret".to_owned()]),
+        );
+        assert_eq!(
+            run.masked(format!("{token} run-secret")),
+            format!("{MASK} {MASK}")
+        );
+        let mut elsewhere = format!("token {token}");
+        other_application.mask(&mut elsewhere);
+        assert!(
+            elsewhere.contains(token),
+            "another application's: {elsewhere}"
+        );
+        assert_eq!(issued.read().len(), 1, "remembered once");
     }
 }

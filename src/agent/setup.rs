@@ -12,7 +12,7 @@ use super::config::{ApprovalMode, RunConfig};
 use super::error::{RunError, RunErrorKind};
 use super::frontend::{self, FrontendTool};
 use super::images::vision_content;
-use super::input::UserMessage;
+use super::message::UserMessage;
 use super::structured::FormatCheck;
 use crate::context::tokens::MESSAGE_OVERHEAD;
 use crate::context::truncation::ToolBudget;

@@ -17,7 +17,8 @@ use super::structured::{FormatCheck, repair_prompt};
 use crate::context::tokens::count_message;
 use crate::llm::{AnsweredByFallback, Completion, CompletionRequest, LlmError};
 use crate::wire::Message;
-use crate::wire::response::{ModelFallback, ResponseFormatReport};
+use crate::wire::events::ModelFallback;
+use crate::wire::response::ResponseFormatReport;
 
 impl Agent {
     /// Accepts a run: compiles its config, renders the user's message, reserves one of the

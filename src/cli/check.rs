@@ -8,7 +8,8 @@ use crate::config::Settings;
 use crate::llm::ModelRegistry;
 use crate::llm::probe::probe;
 use crate::llm::registry::NO_MODEL_HELP;
-use crate::startup::{StartupError, build_agent, install_crypto_provider};
+use crate::runtime::install_crypto_provider;
+use crate::startup::{StartupError, build_agent};
 use crate::tools::ToolsetStatus;
 
 /// Each probe request gets this long: a healthy server answers a model list in milliseconds.

@@ -19,9 +19,10 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 
 use crate::config::Settings;
+use crate::holmes::{RequestMeta, StatelessChat};
+use crate::runtime::install_crypto_provider;
 use crate::sse_reader::sse_events;
-use crate::startup::{build_agent, install_crypto_provider, stateless_chat};
-use crate::stateless::{RequestMeta, StatelessChat};
+use crate::startup::{build_agent, stateless_chat};
 use crate::wire::events::{ApprovalRequired, ToolStatus};
 use crate::wire::request::ToolDecision;
 use crate::wire::{ChatRequest, StreamEvent};

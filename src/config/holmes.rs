@@ -12,6 +12,7 @@ use figment::{Metadata, Profile, Provider};
 use serde_json::{Value, json};
 
 use super::ConfigError;
+use super::holmes_report::HolmesReport;
 use super::holmes_toolsets::{ToolsetMapping, map_toolsets};
 
 /// The files to read.
@@ -45,15 +46,6 @@ impl HolmesFiles {
             toolset_files,
         }
     }
-}
-
-/// What HolmesGPT's files asked for that triage reports instead of doing, and which files
-/// were read (the sandbox keeps tools from reading them: they may hold keys).
-#[derive(Debug, Clone, Default)]
-pub struct HolmesReport {
-    pub files: Vec<PathBuf>,
-    /// A HolmesGPT toolset (or add-on) that is enabled but has no equivalent, and why.
-    pub unavailable: Vec<(String, String)>,
 }
 
 /// One file's settings, in triage's shape, as a figment layer named after the file (figment's

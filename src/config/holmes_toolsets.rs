@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::ConfigError;
-use super::holmes::HolmesReport;
+use super::holmes_report::HolmesReport;
 
 /// HolmesGPT names → triage's toolset (`None`: triage's always-on core).
 pub const BUILTIN_EQUIVALENTS: &[(&str, &str)] = &[

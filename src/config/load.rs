@@ -184,7 +184,7 @@ impl Settings {
             keys.chain(previous.map(|(i, k)| (k, format!("previous_secret_keys[{i}]"))))
         {
             // The key itself never appears in the message.
-            if let Err(why) = crate::store::sealing::parse_key(key) {
+            if let Err(why) = super::keys::parse_key(key) {
                 return Err(ConfigError::Invalid(format!(
                     "`conversations.{name}` {why}"
                 )));
@@ -256,7 +256,7 @@ impl Settings {
                 "`llm.retry_max_elapsed_secs` must be 0 or positive".into(),
             ));
         }
-        crate::webhooks::config::validate(&self.webhooks).map_err(ConfigError::Invalid)?;
+        super::webhooks::validate(&self.webhooks).map_err(ConfigError::Invalid)?;
         for (name, server) in &self.mcp_servers {
             server.check(name).map_err(ConfigError::Invalid)?;
         }
@@ -266,7 +266,7 @@ impl Settings {
                     "`models.{key}.model` must name a model"
                 )));
             }
-            crate::llm::entry_keys::check_extra_keys(&format!("[models.{key}]"), &entry.extra)
+            super::entry_keys::check_extra_keys(&format!("[models.{key}]"), &entry.extra)
                 .map_err(ConfigError::Invalid)?;
         }
         Ok(())

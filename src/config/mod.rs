@@ -5,13 +5,18 @@
 //! This file holds the settings types; [`load`] layers and checks them, [`env`] maps
 //! HolmesGPT's variables.
 
+pub mod entry_keys;
 mod env;
 mod holmes;
+mod holmes_report;
 mod holmes_toolsets;
+pub mod keys;
 mod load;
+pub mod webhooks;
 
 pub use env::{CLI_ONLY_VARS, HOLMES_ENV};
-pub use holmes::{HolmesFiles, HolmesReport};
+pub use holmes::HolmesFiles;
+pub use holmes_report::HolmesReport;
 pub use holmes_toolsets::BUILTIN_EQUIVALENTS;
 
 use std::collections::BTreeMap;
@@ -44,7 +49,7 @@ pub struct Settings {
     pub conversations: ConversationSettings,
     /// Receivers of conversation updates (`[[webhooks]]`).
     #[serde(default)]
-    pub webhooks: Vec<crate::webhooks::WebhookSettings>,
+    pub webhooks: Vec<webhooks::WebhookSettings>,
     /// Custom toolsets in HolmesGPT's YAML format (`[yaml_toolsets.<name>]`; HolmesGPT's
     /// config files add theirs).
     #[serde(default)]

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::agent::{AgentEvent, RunMasker, RunState, StopReason};
 use crate::conversation_domain::{ConversationStatus, EventKind, StatusChange};
-use crate::frames;
+use crate::holmes::frames;
 use crate::store::NewEvent;
 use crate::wire::{Message, StreamEvent};
 

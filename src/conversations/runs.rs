@@ -308,7 +308,7 @@ impl Conversations {
                 }),
             );
         let this = self.clone();
-        crate::shards::spawn_background(async move {
+        crate::runtime::shards::spawn_background(async move {
             let still_ours = this.drive(id, run, stop).await;
             let _ = done_tx.send(true);
             // Commands queued while the run was ending: a message is kept for the next run.

@@ -38,7 +38,7 @@ impl Conversations {
             return;
         }
         let this = self.clone();
-        crate::shards::spawn_background(async move {
+        crate::runtime::shards::spawn_background(async move {
             match this.first_answer_untitled(id).await {
                 Ok(true) => {}
                 Ok(false) => return,

@@ -116,7 +116,8 @@ impl Capacity {
                 // them back when a burst is over, again once the LLM connections it pooled
                 // have closed, and before refusing work for memory that may be free already.
                 let busy = activity.busy(
-                    capacity.requests.load(Ordering::Relaxed) + crate::shards::background_tasks(),
+                    capacity.requests.load(Ordering::Relaxed)
+                        + crate::runtime::shards::background_tasks(),
                     capacity.admitted.load(Ordering::Relaxed),
                 );
                 let rss = capacity.rss.load(Ordering::Relaxed);
@@ -129,10 +130,11 @@ impl Capacity {
                 let pool_drained = idle_since
                     .is_some_and(|since| now.duration_since(since) >= TRIM_AGAIN_AFTER_IDLE);
                 if (was_busy && !busy) || pool_drained {
-                    let _ = tokio::task::spawn_blocking(crate::memory::release_unused).await;
+                    let _ =
+                        tokio::task::spawn_blocking(crate::runtime::memory::release_unused).await;
                 } else if over || grown {
                     // Code pages are not the heap: dropping them every tick would only refault.
-                    let _ = tokio::task::spawn_blocking(crate::allocator::trim_heap).await;
+                    let _ = tokio::task::spawn_blocking(crate::runtime::allocator::trim_heap).await;
                     growth.trimmed(resident_bytes().unwrap_or(rss), now.into_std());
                 }
                 if busy || pool_drained {

@@ -13,7 +13,7 @@ use super::body::{parse_json, read_body};
 use super::sse::StreamLimits;
 use super::{ApiError, AppState, RequestId, sse};
 use crate::context::tokens::count_off_workers;
-use crate::stateless::RequestMeta;
+use crate::holmes::RequestMeta;
 use crate::wire::{ChatRequest, StreamEvent};
 
 pub async fn chat(
@@ -203,7 +203,8 @@ fn known_fields() -> &'static std::collections::HashSet<String> {
 /// The answer as JSON, in a buffer started at the last answer's size (`size_hint`): an
 /// answer carries the whole conversation.
 fn json_response(response: &crate::wire::ChatResponse) -> Response {
-    static ANSWER: crate::size_hint::SizeHint = crate::size_hint::SizeHint::new(16 * 1024);
+    static ANSWER: crate::runtime::size_hint::SizeHint =
+        crate::runtime::size_hint::SizeHint::new(16 * 1024);
     let mut body = ANSWER.buffer();
     if let Err(e) = serde_json::to_writer(&mut body, response) {
         return ApiError::new(

@@ -1,5 +1,5 @@
 //! `POST /api/webhook/{conversation_id}/{state_name}`: an event from elsewhere for a
-//! conversation that waits (see `webhooks::inbound`). No API key: the reply token, as
+//! conversation that waits (see `crate::inbound`). No API key: the reply token, as
 //! `Authorization: Bearer <token>` or `?token=`, is the credential.
 
 use std::net::SocketAddr;
@@ -16,7 +16,7 @@ use super::error::ErrorKind;
 use super::extract::{Json, Path};
 use super::{ApiError, AppState};
 use crate::conversations::ConversationId;
-use crate::webhooks::inbound::{Refused, Request, WebhookEvent};
+use crate::inbound::{Refused, Request, WebhookEvent};
 
 /// The path prefix the API keys do not guard.
 pub const PREFIX: &str = "/api/webhook/";

@@ -67,10 +67,10 @@ impl std::ops::Deref for AppState {
 
 pub struct SharedState {
     pub agent: Arc<Agent>,
-    pub chat: Arc<crate::stateless::StatelessChat>,
+    pub chat: Arc<crate::holmes::StatelessChat>,
     pub conversations: Arc<crate::conversations::Conversations>,
     /// Events from elsewhere for conversations that wait (reply tokens).
-    pub inbound: Arc<crate::webhooks::inbound::Inbound>,
+    pub inbound: Arc<crate::inbound::Inbound>,
     pub keepalive: Option<Duration>,
     pub body_limit: usize,
     /// Time a client has to send its whole body.

@@ -45,7 +45,7 @@ pub struct ServeOptions {
     /// Counts open connections as descriptors in use.
     pub capacity: Arc<super::capacity::Capacity>,
     /// The threads connections are served on; this loop only accepts.
-    pub shards: crate::shards::Shards,
+    pub shards: crate::runtime::shards::Shards,
     /// The second wall between tools and triage: connections from the tools' uid are closed
     /// before routing (`None` when it is not up).
     pub peer_check: Option<Arc<crate::sandbox::PeerCheck>>,

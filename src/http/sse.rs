@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
 use super::ShutdownWatch;
-use crate::size_hint::SizeHint;
+use crate::runtime::size_hint::SizeHint;
 use crate::wire::StreamEvent;
 use crate::wire::events::ErrorEvent;
 

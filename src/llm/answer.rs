@@ -10,8 +10,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::error::LlmError;
+use super::model::ModelConfig;
 use super::provider::Fragment;
-use super::registry::ModelConfig;
 use super::transport::Transport;
 
 /// A provider's reader of one streamed answer.

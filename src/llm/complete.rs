@@ -9,8 +9,8 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::assemble::Assembler;
 use super::error::LlmError;
+use super::model::{Api, ModelConfig};
 use super::provider::{AnsweredByFallback, Completion, CompletionRequest, Fragment, Provider};
-use super::registry::{Api, ModelConfig};
 use crate::meters::Handles;
 
 /// The providers, chosen per model, and the bounds every call gets.

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
     #[error("LLM rate limit exceeded (HTTP 429): {message}")]
@@ -103,7 +105,7 @@ impl LlmError {
         let retry_after = retry_after.or_else(|| {
             serde_json::from_str::<serde_json::Value>(body)
                 .ok()
-                .and_then(|v| super::gemini::retry_info(v.get("error")?))
+                .and_then(|v| retry_info(v.get("error")?))
         });
         match status {
             401 | 403 => LlmError::Auth {
@@ -163,6 +165,39 @@ pub(crate) fn error_message(body: &str) -> String {
         None if body.trim().is_empty() => "(empty response body)".into(),
         None => body.chars().take(500).collect(),
     }
+}
+
+/// The wait a Google error asks for (`details[].retryDelay` of a `RetryInfo`, e.g. "30s").
+pub fn retry_info(error: &Value) -> Option<Duration> {
+    error
+        .get("details")?
+        .as_array()?
+        .iter()
+        .filter(|d| {
+            d.get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|d| {
+            d.get("retryDelay")?
+                .as_str()?
+                .strip_suffix('s')?
+                .parse::<f64>()
+                .ok()
+        })
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(3600.0)))
+}
+
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
 }
 
 #[cfg(test)]

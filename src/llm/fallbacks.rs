@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::error::LlmError;
-use super::registry::ModelConfig;
+use super::model::ModelConfig;
 use crate::config::ConfigError;
 
 /// Links each model to its fallbacks, keeping the models' order. A fallback's own fallbacks

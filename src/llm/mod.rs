@@ -9,10 +9,11 @@ pub mod bedrock;
 mod body;
 pub mod catalog;
 mod complete;
-pub mod entry_keys;
 mod error;
 pub mod fallbacks;
 pub mod gemini;
+mod google;
+pub mod model;
 mod openai;
 mod openai_chunk;
 mod params;
@@ -28,9 +29,10 @@ pub use bedrock::BedrockClient;
 pub use complete::{Llm, SCRIPTED_PREFIX};
 pub use error::LlmError;
 pub use gemini::GeminiClient;
+pub use model::ModelConfig;
 pub use openai::OpenAiClient;
 pub use provider::{
     AnsweredByFallback, Completion, CompletionRequest, Fragment, Provider, ToolCallFragment,
 };
-pub use registry::{ModelConfig, ModelLookupError, ModelRegistry};
+pub use registry::{ModelLookupError, ModelRegistry};
 pub use transport::{LlmTimeouts, RetryPolicy, Transport};

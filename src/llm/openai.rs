@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use super::body::{Parts, SharedParts};
 use super::error::LlmError;
+use super::model::ModelConfig;
 use super::openai_chunk::Chunk;
 use super::provider::{CompletionRequest, Fragment, Provider};
-use super::registry::ModelConfig;
 use super::transport::Transport;
 use crate::wire::Message;
 use crate::wire::content::Content;
@@ -181,7 +181,8 @@ impl OpenAiClient {
 /// `{"model":…,"messages":[…],"tools":…,` then the settings: the shared prompt and tools are parts
 /// of their own, the rest one buffer.
 fn encode(req: &CompletionRequest<'_>) -> Result<Parts, LlmError> {
-    static OWN: crate::size_hint::SizeHint = crate::size_hint::SizeHint::new(1024);
+    static OWN: crate::runtime::size_hint::SizeHint =
+        crate::runtime::size_hint::SizeHint::new(1024);
     let m = req.model;
     let explicit_completion_tokens = m.extra_params.contains_key("max_completion_tokens");
     let settings = Settings {

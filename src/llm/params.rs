@@ -61,10 +61,10 @@ impl EnvDefaults {
         let extra_headers = match json("EXTRA_HEADERS")? {
             None => BTreeMap::new(),
             Some(Value::Object(map)) => {
-                super::entry_keys::check_extra_keys(
+                crate::config::entry_keys::check_extra_keys(
                     "EXTRA_HEADERS",
                     &Map::from_iter([(
-                        super::entry_keys::HEADERS_KEY.to_owned(),
+                        crate::config::entry_keys::HEADERS_KEY.to_owned(),
                         Value::Object(map.clone()),
                     )]),
                 )
@@ -73,8 +73,8 @@ impl EnvDefaults {
                         "EXTRA_HEADERS must map header names to string values".into(),
                     )
                 })?;
-                super::entry_keys::headers(&Map::from_iter([(
-                    super::entry_keys::HEADERS_KEY.to_owned(),
+                crate::config::entry_keys::headers(&Map::from_iter([(
+                    crate::config::entry_keys::HEADERS_KEY.to_owned(),
                     Value::Object(map),
                 )]))
             }
@@ -129,7 +129,7 @@ mod tests {
         );
         assert_eq!(m.endpoint, "https://api.together.xyz/v1/chat/completions");
         assert_eq!(m.wire_model, "meta-llama/Llama-3.3-70B-Instruct-Turbo");
-        assert!(matches!(&m.auth, super::super::registry::Auth::Bearer(k) if k == "tok-together"));
+        assert!(matches!(&m.auth, super::super::model::Auth::Bearer(k) if k == "tok-together"));
         assert!(m.credentials.contains(&"tok-together".to_owned()));
         assert_eq!(m.context_window, 131_072, "from the model table");
         let ollama = model("[models.o]\nmodel = \"ollama_chat/llama3.1\"\n", "o");
@@ -137,7 +137,7 @@ mod tests {
             ollama.endpoint,
             "http://localhost:11434/v1/chat/completions"
         );
-        assert!(matches!(ollama.auth, super::super::registry::Auth::None));
+        assert!(matches!(ollama.auth, super::super::model::Auth::None));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::error::error_message;
-use super::registry::ModelConfig;
+use super::model::ModelConfig;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Probe {
@@ -69,7 +69,7 @@ fn request(
 
 /// Probes one model within `timeout` per request.
 pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duration) -> Probe {
-    if let super::registry::Auth::Aws(auth) = &model.auth {
+    if let super::model::Auth::Aws(auth) = &model.auth {
         // Bedrock: a one-token ConverseStream answer, signed like every call.
         let body = json!({"messages": [{"role": "user", "content": [{"text": "Reply with OK."}]}],
                           "inferenceConfig": {"maxTokens": 1}})
@@ -95,7 +95,7 @@ pub async fn probe(http: &reqwest::Client, model: &ModelConfig, timeout: Duratio
     }
     if let Some(base) = model.endpoint.strip_suffix(":streamRawPredict") {
         // Claude on Vertex: a one-token answer, not streamed.
-        let body = json!({"anthropic_version": super::gemini::VERTEX_ANTHROPIC_VERSION,
+        let body = json!({"anthropic_version": super::google::VERTEX_ANTHROPIC_VERSION,
             "max_tokens": 1, "messages": [{"role": "user", "content": "Reply with OK."}]});
         let post = http
             .post(format!("{base}:rawPredict"))
@@ -130,7 +130,7 @@ async fn probe_direct(
     timeout: Duration,
 ) -> Probe {
     let mut builder = model.authorize(builder).timeout(timeout);
-    if let super::registry::Auth::Google(auth) = &model.auth {
+    if let super::model::Auth::Google(auth) = &model.auth {
         match auth.token(http, &model.key).await {
             Ok(token) => builder = builder.bearer_auth(token),
             Err(e) => return Probe::Failed(e.to_string()),

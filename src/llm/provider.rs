@@ -6,7 +6,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::error::LlmError;
-use super::registry::ModelConfig;
+use super::model::ModelConfig;
 use crate::wire::response::Usage;
 use crate::wire::{Message, ToolCall};
 

@@ -1,13 +1,13 @@
 //! The model registry: configured model keys resolved to provider endpoints, context windows
 //! and output budgets, once at start-up.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::config::{ConfigError, ModelEntry, Settings};
 use crate::context::tokens::Tokenizer;
+use crate::secrets::IssuedSecrets;
 
 /// Model used when nothing is configured but `OPENAI_API_KEY` is set.
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
@@ -18,87 +18,15 @@ const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
 /// SDK and LiteLLM (HolmesGPT) read, in LiteLLM's order.
 const OPENAI_BASE_VARS: &[&str] = &["OPENAI_API_BASE", "OPENAI_BASE_URL"];
 
-pub use super::auth::Auth;
-
-/// The wire protocol a model is spoken to in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    /// OpenAI chat completions (OpenAI, Azure, every compatible server and proxy).
-    OpenAiChat,
-    /// Anthropic's Messages API (Anthropic, Azure AI Foundry's Anthropic endpoint).
-    AnthropicMessages,
-    /// Gemini's `streamGenerateContent` (Google AI Studio, Vertex AI).
-    GeminiGenerate,
-    /// Bedrock's ConverseStream.
-    BedrockConverse,
-}
-
-#[derive(Debug)]
-pub struct ModelConfig {
-    pub key: String,
-    pub api: Api,
-    /// As configured, e.g. `openai/gpt-4.1`.
-    pub model_id: String,
-    /// The `model` field sent to the provider.
-    pub wire_model: String,
-    /// Full chat-completions URL.
-    pub endpoint: String,
-    /// `endpoint` parsed once rather than on every call; `None` when it does not parse, and
-    /// the call then fails with reqwest's own error, naming the URL.
-    pub endpoint_url: Option<reqwest::Url>,
-    pub auth: Auth,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
-    /// Sent only when configured: a default could exceed a small server's limit.
-    pub max_tokens: Option<u32>,
-    /// OpenAI's o-series and gpt-5 (`openai/`, `azure/` or bare ids): `max_tokens` goes out as
-    /// `max_completion_tokens`, the only name they accept.
-    pub uses_max_completion_tokens: bool,
-    /// The entry's `reasoning_effort`, else REASONING_EFFORT.
-    pub reasoning_effort: Option<String>,
-    /// The entry's `thinking`, else THINKING; `None` where the provider refuses the parameter
-    /// (OpenAI and Azure OpenAI themselves).
-    pub thinking: Option<Value>,
-    pub context_window: u32,
-    pub max_output_tokens: u32,
-    pub vision: bool,
-    /// (input, output) dollars per token.
-    pub prices: Option<(f64, f64)>,
-    pub extra_params: Map<String, Value>,
-    /// The entry's `extra_headers` over EXTRA_HEADERS, sent with every call.
-    pub extra_headers: BTreeMap<String, String>,
-    pub tokenizer: Tokenizer,
-    /// Calls in flight to this model, bounded when llm.max_concurrent_calls_per_model is set.
-    pub call_slots: Arc<tokio::sync::Semaphore>,
-    /// Every credential of this model (its key, credential-like fields of its entry), for the
-    /// secret masker.
-    pub credentials: Vec<String>,
-    /// Models tried in order when this one's provider is out (`fallbacks`).
-    pub fallbacks: Vec<Arc<ModelConfig>>,
-}
-
-impl ModelConfig {
-    /// One of the model's call slots, if one is free now.
-    pub fn try_reserve_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        self.call_slots.clone().try_acquire_owned().ok()
-    }
-
-    /// One of the model's call slots, waiting at most `wait`: never an unbounded queue.
-    pub async fn reserve_slot_within(
-        &self,
-        wait: std::time::Duration,
-    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        tokio::time::timeout(wait, self.call_slots.clone().acquire_owned())
-            .await
-            .ok()?
-            .ok()
-    }
-}
+use super::model::{Api, Auth, ModelConfig};
 
 #[derive(Debug, Default)]
 pub struct ModelRegistry {
     models: Vec<Arc<ModelConfig>>,
     default_index: usize,
+    /// Where the models' providers record the credentials they obtain at run time (Google
+    /// tokens, AWS session keys): this application's, for its maskers.
+    issued: IssuedSecrets,
 }
 
 impl ModelRegistry {
@@ -141,11 +69,12 @@ impl ModelRegistry {
             ));
         }
         let defaults = super::params::EnvDefaults::read()?;
+        let issued = IssuedSecrets::default();
         let models = entries
             .into_iter()
             .map(|(key, entry)| {
                 let fallbacks = entry.fallbacks.clone();
-                resolve(&key, &entry, settings, &defaults).map(|m| (m, fallbacks))
+                resolve(&key, &entry, settings, &defaults, &issued).map(|m| (m, fallbacks))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let models = super::fallbacks::link(models)?;
@@ -160,7 +89,13 @@ impl ModelRegistry {
         Ok(ModelRegistry {
             models,
             default_index,
+            issued,
         })
+    }
+
+    /// The credentials the models' providers obtained so far, and will obtain.
+    pub fn issued(&self) -> &IssuedSecrets {
+        &self.issued
     }
 
     /// Every model, the default first, then in configuration order.
@@ -256,7 +191,7 @@ fn parse_model_list(text: &str) -> Result<Vec<(String, ModelEntry)>, String> {
             let key = key.as_str().ok_or("model keys must be strings")?.to_owned();
             let entry: ModelEntry =
                 serde_norway::from_value(value).map_err(|e| format!("model '{key}': {e}"))?;
-            super::entry_keys::check_extra_keys(&format!("'{key}'"), &entry.extra)?;
+            crate::config::entry_keys::check_extra_keys(&format!("'{key}'"), &entry.extra)?;
             Ok((key, entry))
         })
         .collect()
@@ -282,6 +217,7 @@ fn resolve(
     entry: &ModelEntry,
     settings: &Settings,
     defaults: &super::params::EnvDefaults,
+    issued: &IssuedSecrets,
 ) -> Result<ModelConfig, ConfigError> {
     let invalid = |msg: String| ConfigError::Invalid(format!("model '{key}': {msg}"));
     let id = entry.model.trim();
@@ -294,7 +230,8 @@ fn resolve(
         .as_deref()
         .map(|b| b.trim_end_matches('/').to_owned());
     let env_key = |var: &str| std::env::var(var).ok().filter(|k| !k.is_empty());
-    super::entry_keys::refuse_other_providers_keys(&provider, &entry.extra).map_err(invalid)?;
+    crate::config::entry_keys::refuse_other_providers_keys(&provider, &entry.extra)
+        .map_err(invalid)?;
     let mut api = Api::OpenAiChat;
     let (endpoint, wire_model, auth) = match provider.as_str() {
         "anthropic" => {
@@ -316,14 +253,15 @@ fn resolve(
             )
         }
         "gemini" | "vertex_ai" => {
-            let google = super::gemini::resolve(&provider, name, api_base.as_deref(), entry);
+            let google =
+                super::gemini::resolve(&provider, name, api_base.as_deref(), entry, issued);
             let (google_api, endpoint, auth) = google.map_err(invalid)?;
             api = google_api;
             (endpoint, name.to_owned(), auth)
         }
         "bedrock" => {
             api = Api::BedrockConverse;
-            super::bedrock::resolve(name, api_base.as_deref(), entry).map_err(invalid)?
+            super::bedrock::resolve(name, api_base.as_deref(), entry, issued).map_err(invalid)?
         }
         "azure" => {
             let base = api_base.ok_or_else(|| {
@@ -434,9 +372,9 @@ fn resolve(
         super::anthropic::check_entry(&checked, entry.max_tokens.unwrap_or(max_output_tokens))
             .map_err(invalid)?;
     }
-    let extra_params = super::entry_keys::body_params(&entry.extra);
+    let extra_params = crate::config::entry_keys::body_params(&entry.extra);
     let mut extra_headers = defaults.extra_headers.clone();
-    extra_headers.extend(super::entry_keys::headers(&entry.extra));
+    extra_headers.extend(crate::config::entry_keys::headers(&entry.extra));
     if provider == "openrouter" {
         super::params::openrouter_attribution(&mut extra_headers);
     }
@@ -463,7 +401,7 @@ fn resolve(
     let mut credentials: Vec<String> = entry
         .extra
         .iter()
-        .filter(|(k, _)| crate::credentials::is_credential_name(k) || k.contains("credentials"))
+        .filter(|(k, _)| crate::secrets::is_credential_name(k) || k.contains("credentials"))
         .filter_map(|(_, v)| v.as_str().map(str::to_owned))
         .collect();
     credentials.extend(auth.secrets());

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use rand::Rng;
 
-use super::error::LlmError;
-use super::registry::ModelConfig;
+use super::error::{LlmError, error_chain};
+use super::model::ModelConfig;
 use crate::config::LlmSettings;
-use crate::shards::PerShard;
+use crate::runtime::shards::PerShard;
 use crate::sse_reader::{SseError, SseEvent, sse_events};
 
 /// Largest event accepted. A chunk carries one delta (bytes to a few KiB); a server that
@@ -297,7 +297,8 @@ async fn read_at_most(response: reqwest::Response, limit: usize) -> String {
 /// A request body as JSON, in a buffer started at the last body's size (`size_hint`), then
 /// held in exactly its size: with thousands of calls open at once, unused room adds up.
 pub fn json_body(value: &impl serde::Serialize) -> Result<bytes::Bytes, LlmError> {
-    static BODY: crate::size_hint::SizeHint = crate::size_hint::SizeHint::new(8 * 1024);
+    static BODY: crate::runtime::size_hint::SizeHint =
+        crate::runtime::size_hint::SizeHint::new(8 * 1024);
     let mut body = BODY.buffer();
     serde_json::to_writer(&mut body, value)
         .map_err(|e| LlmError::Protocol(format!("cannot encode the request: {e}")))?;
@@ -373,17 +374,6 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         .or_else(|| seconds("llm_provider-"))
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(|s| Duration::from_secs_f64(s.min(3600.0)))
-}
-
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut msg = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    msg
 }
 
 #[cfg(test)]

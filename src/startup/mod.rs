@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use crate::agent::{Agent, AgentOptions, CompactionOptions, ImageLimits, SecretMasker};
 use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
+use crate::holmes::{ApprovalSigner, StatelessChat};
 use crate::http::capacity::Capacity;
 use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
 use crate::http::{
@@ -21,13 +22,14 @@ use crate::llm::{
 };
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
-use crate::stateless::{ApprovalSigner, StatelessChat};
 use crate::store::{Backend, Store, StoreOptions};
 use crate::tools::{self, ToolsetStatus};
 
+mod credentials;
 mod store_files;
 mod toolsets;
-use crate::memory::{protect_process_memory, release_unused};
+use crate::runtime::install_crypto_provider;
+use crate::runtime::memory::{protect_process_memory, release_unused};
 use toolsets::{load_tools, own_files};
 
 #[derive(Debug, thiserror::Error)]
@@ -60,12 +62,6 @@ pub enum StartupError {
     },
 }
 
-/// Installs rustls' ring provider once (reqwest is built without a default provider so that
-/// aws-lc stays out of the build).
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 /// Everything a request needs, built once: also used in-process by the CLI. `walled_ports` are
 /// the ports triage listens on, which no tool process may reach (none for the CLI's own runs).
 pub async fn build_agent(
@@ -76,10 +72,11 @@ pub async fn build_agent(
     protect_process_memory();
     let models = ModelRegistry::from_settings(settings)?;
     // Masked from here on, start-up's own log lines (toolsets, MCP servers) included.
-    let masker = Arc::new(SecretMasker::new(crate::credentials::known_secrets(
-        settings, &models,
-    )));
-    crate::telemetry::mask_logs(masker.clone());
+    let masker = Arc::new(
+        SecretMasker::new(credentials::known_secrets(settings, &models))
+            .with_issued(models.issued().clone()),
+    );
+    crate::telemetry::mask_logs(&masker);
     // Build the encodings the configured models use now, so the first request does not pay
     // for it; an encoding no model uses (tens of MiB) is never loaded. About 100 ms of CPU,
     // spent while the toolsets' start-up checks wait on their processes.
@@ -340,7 +337,7 @@ impl Application {
         let secs = Duration::from_secs_f64;
         let state = AppState::new(SharedState {
             chat: stateless_chat(&settings, agent.clone()),
-            inbound: crate::webhooks::inbound::Inbound::new(conversations.clone()),
+            inbound: crate::inbound::Inbound::new(conversations.clone()),
             conversations,
             agent,
             keepalive: (server.keepalive_interval_secs > 0.0)
@@ -371,8 +368,9 @@ impl Application {
                     .collect(),
             ),
         });
-        let shards = crate::shards::Shards::start(crate::allocator::on_worker_park)
-            .map_err(StartupError::Threads)?;
+        let shards =
+            crate::runtime::shards::Shards::start(crate::runtime::allocator::on_worker_park)
+                .map_err(StartupError::Threads)?;
         release_unused();
         Ok(Application {
             listener,

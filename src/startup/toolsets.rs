@@ -16,7 +16,7 @@ use crate::tools::{self, ToolRegistry, ToolsetStatus};
 /// read them.
 pub(super) fn triage_files(settings: &Settings) -> Vec<std::path::PathBuf> {
     let custom_toolsets = std::env::var("CUSTOM_TOOLSET_LOCATION").unwrap_or_default();
-    let credential_files = crate::credentials::CREDENTIAL_FILE_ENV_VARS
+    let credential_files = super::credentials::CREDENTIAL_FILE_ENV_VARS
         .iter()
         .filter_map(std::env::var_os)
         .map(std::path::PathBuf::from)

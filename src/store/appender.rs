@@ -16,8 +16,9 @@ use uuid::Uuid;
 
 use super::conversations::{COLUMNS, Record};
 use super::db::{Db, on_pool};
-use super::outbox::{self, OutboxPlan, run_statement};
+use super::outbox::{self, OutboxPlan};
 use super::replies::token_hash;
+use super::statement::run_statement;
 use super::{
     ConversationRow, NOTIFY_CHANNEL, NewEvent, ReplyToken, StoreError, StoreOptions, StoredEvent,
     from_micros, to_i64,

@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::db::{on_pool, placeholders};
-use super::outbox::{Bind, Read, Statement};
 use super::sealing::SecretKeys;
+use super::statement::{Bind, Read, Statement};
 use super::{
     ConversationQuery, ConversationRow, Page, SortOrder, Store, StoreError, from_micros,
     page_limit, paging, to_i64, to_micros, to_u64,

@@ -1,12 +1,13 @@
 //! The conversation store (issue 14): conversation rows and their append-only event logs, on
 //! SQLite (the default, one file) or PostgreSQL (several replicas), through sqlx with runtime
-//! queries. The contract with the conversation service is `notes/STORE.md`.
+//! queries. docs/architecture.md describes what it keeps and for whom.
 //!
 //! [`db`] holds the two pools and opens them, [`conversations`] and [`events`] the queries,
 //! [`appender`] the group-commit task every append goes through, [`listener`] PostgreSQL's
 //! LISTEN/NOTIFY, [`leases`] which replica runs a conversation and the commands queued for
-//! it, [`paging`] the opaque page ids, [`outbox`] and [`deliveries`] the webhook deliveries
-//! written with the changes they report and their sending, [`sealing`] the conversation
+//! it, [`paging`] the opaque page ids, [`statement`] a write as SQL and its values,
+//! [`outbox`] and [`deliveries`] the webhook deliveries written with the changes they report
+//! and their sending, [`replies`] the reply tokens of webhooks in, [`sealing`] the conversation
 //! secrets sealed at rest and [`reseal`] sealing rows written before that or under an older
 //! key.
 
@@ -22,6 +23,7 @@ mod paging;
 mod replies;
 mod reseal;
 pub mod sealing;
+mod statement;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

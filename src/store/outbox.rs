@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::conversations::{COLUMNS, Record, is_unique_violation};
 use super::db::{on_pool, placeholders};
+use super::statement::{Bind, Read, Statement, run_statement};
 use super::{ConversationRow, NewEvent, Store, StoreError, StoredEvent, to_i64};
 use crate::conversation_domain::{ConversationStatus, EventKind, StatusChange};
 
@@ -132,38 +133,6 @@ pub(super) struct NewDelivery {
     event_count: i64,
     next_attempt_at: i64,
 }
-
-/// A statement with its values, run against either backend by `run_statement!`.
-pub(super) struct Statement {
-    pub sql: String,
-    pub binds: Vec<Bind>,
-}
-
-pub(super) enum Bind {
-    Text(String),
-    OptText(Option<String>),
-    Int(i64),
-    Uuid(Uuid),
-}
-
-/// Runs a `Statement` on `$executor` (a transaction or pool of either backend): its
-/// `sqlx::Result`.
-macro_rules! run_statement {
-    ($executor:expr, $statement:expr) => {{
-        let statement = $statement;
-        let mut query = sqlx::query(&statement.sql);
-        for bind in &statement.binds {
-            query = match bind {
-                $crate::store::outbox::Bind::Text(text) => query.bind(text.as_str()),
-                $crate::store::outbox::Bind::OptText(text) => query.bind(text.as_deref()),
-                $crate::store::outbox::Bind::Int(n) => query.bind(*n),
-                $crate::store::outbox::Bind::Uuid(id) => query.bind(*id),
-            };
-        }
-        query.execute($executor).await
-    }};
-}
-pub(super) use run_statement;
 
 /// `next_attempt_at` of a delivery due at once: before any clock's now, so that replicas
 /// whose clocks disagree never hold it back.
@@ -337,15 +306,6 @@ pub(super) fn inserts(deliveries: Vec<NewDelivery>, now: i64) -> Vec<Statement> 
         });
     }
     statements
-}
-
-/// When a conversation write reads the row its snapshot shows.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Read {
-    /// After the write (create, PATCH, a config change): the row as it now is.
-    After,
-    /// Before it (delete): the row as it was.
-    Before,
 }
 
 impl Store {

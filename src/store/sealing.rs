@@ -30,7 +30,7 @@ use uuid::Uuid;
 /// The envelope format (in the associated data too: a future format cannot be mistaken for it).
 const VERSION: u64 = 1;
 const NONCE_LEN: usize = 24;
-pub const KEY_LEN: usize = 32;
+pub use crate::config::keys::{KEY_LEN, parse_key};
 /// Where the conversation service keeps a run's secrets in the stored config
 /// (`StoredConfig.run.secrets`).
 const SECRETS_AT: [&str; 2] = ["run", "secrets"];
@@ -102,19 +102,6 @@ pub fn random_key() -> [u8; KEY_LEN] {
     let mut key = [0u8; KEY_LEN];
     rand::Rng::fill(&mut rand::rng(), &mut key[..]);
     key
-}
-
-/// A key written as base64 (the configuration's form): exactly 32 bytes.
-pub fn parse_key(text: &str) -> Result<[u8; KEY_LEN], String> {
-    let bytes = BASE64
-        .decode(text.trim())
-        .map_err(|_| "is not base64 (make one with `openssl rand -base64 32`)".to_owned())?;
-    <[u8; KEY_LEN]>::try_from(bytes.as_slice()).map_err(|_| {
-        format!(
-            "is {} bytes, not {KEY_LEN} (make one with `openssl rand -base64 32`)",
-            bytes.len()
-        )
-    })
 }
 
 /// A key in the configuration's form.

@@ -23,6 +23,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::context::tokens::Tokenizer;
+/// How a tool call went: HolmesGPT's result status, so it lives with the wire shapes.
+pub use crate::wire::events::ToolStatus;
 
 use catalog::Catalog;
 pub use catalog::{ToolOrigin, WithheldTool};
@@ -31,19 +33,6 @@ pub use todowrite::TodoWrite;
 pub use typed::{Typed, TypedTool, invalid_parameters_line};
 
 const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How a tool call went.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    Success,
-    Error,
-    NoData,
-    /// The tool's policy wants the user's approval before it runs.
-    ApprovalRequired,
-}
 
 /// What a tool returns.
 #[derive(Debug, Clone)]

@@ -50,11 +50,9 @@
 //!   what the API shows); the receivers' own secrets may come from the environment
 //!   (`${NAME}`) and are masked like every other credential.
 //!
-//! Webhooks in (reply tokens) are `inbound`.
+//! Webhooks in (reply tokens) are a front door of their own: `crate::inbound`.
 
 pub mod body;
-pub mod config;
-pub mod inbound;
 mod send;
 mod worker;
 
@@ -62,7 +60,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use config::WebhookSettings;
+pub use crate::config::webhooks::WebhookSettings;
 pub use send::signature;
 
 use crate::store::outbox::{CONVERSATIONS, EVENTS};

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::config::{self, WebhookSettings};
+use crate::config::webhooks::{self as config, WebhookSettings};
 use crate::store::outbox::CONVERSATIONS;
 use crate::store::{Delivery, Failure};
 
@@ -81,7 +81,7 @@ impl Receiver {
             .map_err(bad)?
             .map(String::into_bytes);
         let timeout = Duration::from_secs_f64(settings.timeout_secs);
-        crate::startup::install_crypto_provider();
+        crate::runtime::install_crypto_provider();
         let client = reqwest::Client::builder()
             // A receiver names where deliveries go once, in the config: a redirect would let
             // it (or whoever answers for it) send them somewhere else.

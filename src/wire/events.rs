@@ -19,7 +19,7 @@ pub enum StreamEvent {
     Compacted(Box<Compacted>),
     AnswerEnd(Box<AnswerEnd>),
     Error(ErrorEvent),
-    ModelFallback(super::response::ModelFallback),
+    ModelFallback(ModelFallback),
 }
 
 impl StreamEvent {
@@ -125,7 +125,28 @@ pub struct ToolCallResult {
     pub toolset_name: Option<String>,
 }
 
-pub use crate::tools::ToolStatus;
+/// How a tool call went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Success,
+    Error,
+    NoData,
+    /// The tool's policy wants the user's approval before it runs.
+    ApprovalRequired,
+}
+
+/// `model_fallback` (an SSE event of its own, and an entry of `metadata.model_fallbacks`): the
+/// model asked for was out, so the call went to one of its `fallbacks`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ModelFallback {
+    /// The model key the call was for.
+    pub requested_model: String,
+    /// The model key that answered.
+    pub model: String,
+    /// Why the model asked for did not answer (its last error).
+    pub reason: String,
+}
 
 /// HolmesGPT's structured tool result.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Message;
-use super::events::{PendingApproval, ToolCallResult};
+use super::events::{ModelFallback, PendingApproval, ToolCallResult};
 
 /// The answer of a non-streaming `POST /api/chat`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -91,18 +91,6 @@ pub struct Metadata {
     /// out (triage's addition; HolmesGPT clients ignore it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model_fallbacks: Vec<ModelFallback>,
-}
-
-/// `model_fallback` (an SSE event of its own, and an entry of `metadata.model_fallbacks`): the
-/// model asked for was out, so the call went to one of its `fallbacks`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct ModelFallback {
-    /// The model key the call was for.
-    pub requested_model: String,
-    /// The model key that answered.
-    pub model: String,
-    /// Why the model asked for did not answer (its last error).
-    pub reason: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq)]

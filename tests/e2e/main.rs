@@ -10,6 +10,7 @@ mod agent_limits;
 mod api_model;
 mod approval_binding;
 mod approvals;
+mod architecture;
 mod attack_conversations;
 mod bad_input;
 mod bash_policy;

@@ -89,7 +89,7 @@ fn readme() -> String {
 #[test]
 fn every_model_entry_key_is_documented() {
     let readme = readme();
-    let missing: Vec<&str> = triage::llm::entry_keys::valid_keys()
+    let missing: Vec<&str> = triage::config::entry_keys::valid_keys()
         .into_iter()
         .filter(|k| !readme.contains(&format!("`{k}`")))
         .collect();

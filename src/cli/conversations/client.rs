@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::super::terminal::{clean_text, truncate};
 use super::super::{Failure, server_base_url};
 use crate::config::Settings;
-use crate::startup::install_crypto_provider;
+use crate::runtime::install_crypto_provider;
 
 /// A server's `{"detail"}` is shown up to this many characters.
 const DETAIL_MAX: usize = 2000;

@@ -94,7 +94,7 @@ fn stream_events(g: &mut SchemaGenerator) -> Vec<(&'static str, Value, &'static 
         ),
         (
             "model_fallback",
-            schema::<crate::wire::response::ModelFallback>(g),
+            schema::<crate::wire::events::ModelFallback>(g),
             "A triage extension: the model asked for was out (5xx, 529, no connection, timeout \
              before any output), so this call went to the next model of its `fallbacks`. The \
              answer's `metadata.model_fallbacks` lists them again; clients that do not know the \
@@ -149,7 +149,7 @@ fn build() -> Value {
         "ask": schema::<api::AskAgent>(&mut input),
         "generate_title": schema::<api::GenerateTitle>(&mut input),
         "fork": schema::<api::ForkConversation>(&mut input),
-        "webhook_event": schema::<crate::webhooks::inbound::WebhookEvent>(&mut input),
+        "webhook_event": schema::<crate::inbound::WebhookEvent>(&mut input),
     });
     // Responses: what serde writes (a field is required when it is always sent).
     let mut output = generator(Contract::Serialize);
@@ -170,7 +170,7 @@ fn build() -> Value {
         "GeneratedTitle": schema::<api::GeneratedTitle>(&mut output),
         "DeliveryView": schema::<super::webhooks::DeliveryView>(&mut output),
         "DeliveryPage": schema::<super::webhooks::DeliveryPage>(&mut output),
-        "WebhookAnswer": schema::<crate::webhooks::inbound::WebhookAnswer>(&mut output),
+        "WebhookAnswer": schema::<crate::inbound::WebhookAnswer>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);

@@ -13,12 +13,12 @@ mod stream;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-pub use models::{API_VERSION, KEY_VAR, check_entry, endpoint, known_model};
+pub use models::{KEY_VAR, check_entry, endpoint, known_model};
 
 use super::error::LlmError;
-use super::gemini::{VERTEX_ANTHROPIC_VERSION, stream_json};
+use super::google::{VERTEX_ANTHROPIC_VERSION, stream_json};
+use super::model::Auth;
 use super::provider::{CompletionRequest, Fragment, Provider};
-use super::registry::Auth;
 use super::transport::Transport;
 use stream::AnswerStream;
 

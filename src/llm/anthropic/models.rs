@@ -8,8 +8,6 @@ use serde_json::{Map, Value};
 pub const DEFAULT_API_BASE: &str = "https://api.anthropic.com";
 /// The variable the key falls back to, as in the Anthropic SDK and LiteLLM.
 pub const KEY_VAR: &str = "ANTHROPIC_API_KEY";
-/// The API version every request names (the only stable one).
-pub const API_VERSION: &str = "2023-06-01";
 
 /// The Messages URL of an API base: `…/v1/messages`, whether the base ends in the host, in
 /// `/v1` or already in `/v1/messages` (Azure AI Foundry: `https://<resource>.services.ai.azure.com/anthropic`).
@@ -150,7 +148,7 @@ mod tests {
         .unwrap();
         let r = crate::llm::ModelRegistry::from_settings(&s).unwrap();
         let c = r.resolve(Some("c")).unwrap();
-        assert_eq!(c.api, crate::llm::registry::Api::AnthropicMessages);
+        assert_eq!(c.api, crate::llm::model::Api::AnthropicMessages);
         assert_eq!(c.endpoint, "https://api.anthropic.com/v1/messages");
         assert_eq!(c.wire_model, "claude-3-5-haiku-latest");
         assert_eq!(c.max_output_tokens, 8_192);

@@ -1,7 +1,7 @@
 //! The native Bedrock provider: the ConverseStream API, one request shape for every model
 //! Bedrock serves (Claude, Nova, Llama, Mistral…), answers as eventstream frames. One concept
-//! per file: `models.rs` (what a `bedrock/` entry resolves to), `auth.rs` (SigV4 or a bearer
-//! token), `request.rs` (the body), `stream.rs` (the answer as fragments).
+//! per file: `models.rs` (what a `bedrock/` entry resolves to), `llm/auth/aws.rs`
+//! (SigV4 or a bearer token), `request.rs` (the body), `stream.rs` (the answer as fragments).
 //!
 //! Crates: aws-config (the credential chain), aws-sigv4 (signing) and aws-smithy-eventstream
 //! (the frame codec), with calls on our own `Transport`, rather than aws-sdk-bedrockruntime:
@@ -9,7 +9,6 @@
 //! ours and bypass our timeouts, fallbacks and cancel-on-drop, at a measured cost of more
 //! build time and binary (BENCHMARKS.md, "Session 7 — Bedrock").
 
-pub mod auth;
 pub mod models;
 mod request;
 mod stream;
@@ -20,8 +19,8 @@ use futures::stream::BoxStream;
 pub use models::{BEARER_VAR, resolve, runtime_base};
 
 use super::error::LlmError;
+use super::model::{Auth, ModelConfig};
 use super::provider::{CompletionRequest, Fragment, Provider};
-use super::registry::{Auth, ModelConfig};
 use super::transport::Transport;
 use stream::AnswerStream;
 

@@ -10,9 +10,10 @@ use aws_credential_types::Credentials;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use super::auth::{AwsAuth, CredentialSource};
 use crate::config::ModelEntry;
-use crate::llm::registry::Auth;
+use crate::llm::auth::aws::{AwsAuth, CredentialSource};
+use crate::llm::model::Auth;
+use crate::secrets::IssuedSecrets;
 
 /// Bedrock API keys, as the AWS SDKs and LiteLLM read them.
 pub const BEARER_VAR: &str = "AWS_BEARER_TOKEN_BEDROCK";
@@ -47,6 +48,7 @@ pub fn resolve(
     name: &str,
     api_base: Option<&str>,
     entry: &ModelEntry,
+    issued: &IssuedSecrets,
 ) -> Result<(String, String, Auth), String> {
     let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     let extra = |k: &str| -> Result<Option<String>, String> {
@@ -114,6 +116,7 @@ pub fn resolve(
                 source: CredentialSource::Chain {
                     profile,
                     provider: OnceCell::new(),
+                    issued: issued.clone(),
                 },
             },
         },
@@ -169,7 +172,9 @@ mod tests {
             let entry: ModelEntry = serde_json::from_value(serde_json::json!(
                 {"model": "bedrock/x", "aws_region_name": region, "api_key": "k"}))
             .unwrap();
-            let err = resolve("x", None, &entry).err().unwrap_or_default();
+            let err = resolve("x", None, &entry, &Default::default())
+                .err()
+                .unwrap_or_default();
             assert!(err.contains("is not a region name"), "{region}: {err}");
         }
     }

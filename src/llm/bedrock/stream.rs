@@ -82,7 +82,7 @@ fn frames(
             match next {
                 Some(chunk) => {
                     let chunk = chunk.map_err(|e| {
-                        LlmError::Protocol(format!("unreadable stream: {}", crate::llm::transport::error_chain(&e)))
+                        LlmError::Protocol(format!("unreadable stream: {}", crate::llm::error::error_chain(&e)))
                     })?;
                     buffer.extend_from_slice(&chunk);
                 }

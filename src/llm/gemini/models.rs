@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::auth::GoogleAuth;
 use crate::config::ModelEntry;
-use crate::llm::registry::{Api, Auth};
+use crate::llm::auth::google::GoogleAuth;
+use crate::llm::model::{Api, Auth};
+use crate::secrets::IssuedSecrets;
 
 /// Google AI Studio, when a `gemini/` entry names no `api_base`.
 pub const AI_STUDIO_BASE: &str = "https://generativelanguage.googleapis.com";
@@ -39,6 +40,7 @@ pub fn resolve(
     name: &str,
     api_base: Option<&str>,
     entry: &ModelEntry,
+    issued: &IssuedSecrets,
 ) -> Result<(Api, String, Auth), String> {
     let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     let extra = |k: &str| {
@@ -78,7 +80,7 @@ pub fn resolve(
         .or_else(|| env("VERTEXAI_LOCATION"))
         .unwrap_or_else(|| DEFAULT_LOCATION.to_owned());
     let base = api_base.map_or_else(|| vertex_base(&location), str::to_owned);
-    let auth = GoogleAuth::resolve(extra("vertex_credentials").as_deref())?;
+    let auth = GoogleAuth::resolve(extra("vertex_credentials").as_deref(), issued)?;
     let models = format!("{base}/v1/projects/{project}/locations/{location}/publishers");
     let (api, url) = if name.starts_with("claude") {
         (
@@ -96,7 +98,7 @@ pub fn resolve(
 
 #[cfg(test)]
 mod tests {
-    use crate::llm::registry::Api;
+    use crate::llm::model::Api;
 
     fn registry(toml: &str) -> Result<crate::llm::ModelRegistry, String> {
         let s = crate::config::Settings::from_toml(toml).map_err(|e| e.to_string())?;

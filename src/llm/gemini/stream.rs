@@ -206,7 +206,7 @@ fn stream_error(error: &Value) -> LlmError {
     if code == 429 {
         return LlmError::RateLimited {
             message,
-            retry_after: super::retry_info(error),
+            retry_after: crate::llm::error::retry_info(error),
         };
     }
     LlmError::Upstream {

@@ -2,9 +2,8 @@
 //! judged from the pattern alone against the sensitive paths.
 
 use super::parse::Word;
-use super::policy::Policy;
 use super::sensitive_paths::{
-    SENSITIVE_COMPONENTS, SENSITIVE_PROC_FILES, canonical_path, sensitive_path,
+    PathPolicy, SENSITIVE_COMPONENTS, SENSITIVE_PROC_FILES, canonical_path, sensitive_path,
 };
 
 /// A brace expansion with more words than this is not followed.
@@ -16,7 +15,7 @@ const MAX_BRACE_GROUPS: usize = 16;
 /// Why a word with a glob or a brace expansion is refused: it can reach a sensitive path, or
 /// it is too complex to tell. Judged from the pattern alone, never by walking directories
 /// (`/*/*/*/*/*/*/x` would read millions of entries, a network mount could hang).
-pub(super) fn pattern_reaches_sensitive(w: &Word, policy: &Policy) -> Option<String> {
+pub(super) fn pattern_reaches_sensitive(w: &Word, policy: &impl PathPolicy) -> Option<String> {
     let unclear = |what: &str| {
         Some(format!(
             "'{}' uses {what}, which cannot be checked for sensitive paths; name the files you \
@@ -119,7 +118,7 @@ fn expand_braces(word: &str) -> Option<Vec<String>> {
 /// as any one character and extglob groups as anything: refusing too much is safe, too little
 /// is not. Links inside the directories a glob walks are not seen (that needs a directory walk,
 /// which a pattern can make arbitrarily long); the glob still needs approval.
-fn glob_reaches(path: &str, policy: &Policy) -> Option<String> {
+fn glob_reaches(path: &str, policy: &impl PathPolicy) -> Option<String> {
     let options = glob::MatchOptions {
         case_sensitive: true,
         require_literal_separator: true,

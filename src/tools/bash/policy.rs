@@ -9,7 +9,9 @@ use super::evaluation;
 use super::parse::{self, Analysis, Segment, Word};
 use super::patterns::pattern_reaches_sensitive;
 use super::program_checks::{hard_block, risky_option};
-use super::sensitive_paths::{SENSITIVE_PATHS, canonical_path, normalize, sensitive_path};
+use super::sensitive_paths::{
+    PathPolicy, SENSITIVE_PATHS, canonical_path, normalize, sensitive_path,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -71,17 +73,6 @@ impl Policy {
                 .map(|p| normalize(&p)),
         );
         self
-    }
-
-    /// Every sensitive path, each configured one also under the name of what it points to
-    /// now: a mounted Secret's `..data` link moves to a new directory on every update.
-    pub(super) fn sensitive_paths(&self) -> Vec<String> {
-        let mut all: Vec<String> = SENSITIVE_PATHS.iter().map(|p| p.to_string()).collect();
-        for path in &self.extra_sensitive {
-            all.push(path.clone());
-            all.extend(canonical_path(path).filter(|real| real != path));
-        }
-        all
     }
 
     pub fn home(&self) -> Option<&str> {
@@ -257,4 +248,21 @@ fn expansion_in_args(seg: &Segment) -> Option<String> {
             )
         })
     })
+}
+
+impl PathPolicy for Policy {
+    fn cwd(&self) -> &str {
+        &self.cwd
+    }
+
+    /// Every sensitive path, each configured one also under the name of what it points to
+    /// now: a mounted Secret's `..data` link moves to a new directory on every update.
+    fn sensitive_paths(&self) -> Vec<String> {
+        let mut all: Vec<String> = SENSITIVE_PATHS.iter().map(|p| p.to_string()).collect();
+        for path in &self.extra_sensitive {
+            all.push(path.clone());
+            all.extend(canonical_path(path).filter(|real| real != path));
+        }
+        all
+    }
 }

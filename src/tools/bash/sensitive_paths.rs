@@ -1,8 +1,6 @@
 //! Path reasoning about sensitive paths: which paths are never named, and whether a word
 //! names one (after normalisation, relative to the working directory, or through a link).
 
-use super::policy::Policy;
-
 /// Paths never named in a command (matched after lexical normalisation, also inside
 /// `--opt=PATH` and `-fPATH`).
 pub const SENSITIVE_PATHS: &[&str] = &[
@@ -99,7 +97,15 @@ const MAX_RESOLVED_PARTS: usize = 64;
 
 /// The sensitive path a word names, if any: the word itself, the part after any `=`, `:`
 /// or `,`, each normalised and (when relative) resolved against the working directory.
-pub(super) fn sensitive_path(word: &str, policy: &Policy) -> Option<String> {
+/// What the path checks need of a command's policy: where its relative paths start, and
+/// every path it keeps commands from. A trait so that this file and `patterns.rs` sit below
+/// `policy.rs`, which implements it.
+pub(super) trait PathPolicy {
+    fn cwd(&self) -> &str;
+    fn sensitive_paths(&self) -> Vec<String>;
+}
+
+pub(super) fn sensitive_path(word: &str, policy: &impl PathPolicy) -> Option<String> {
     let mut candidates = vec![word];
     candidates.extend(
         word.match_indices(['=', ':', ','])

@@ -1,9 +1,20 @@
 //! What users and the model see of a kubectl run: the command line shown, a status from the
 //! exit code, stdout cut at a line when over the cap, and stderr without klog's noise.
 
-use super::run::RunOutput;
 use crate::tools::ToolOutput;
 use crate::wire::events::ToolStatus;
+
+/// What one kubectl run produced.
+#[derive(Debug)]
+pub(super) struct RunOutput {
+    /// Exit code; `None` when killed by a signal.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    /// Bytes kubectl wrote to stdout in total (more than `stdout.len()` when cut).
+    pub stdout_total: u64,
+    pub stderr: Vec<u8>,
+}
 
 /// `kubectl <args>` as shown to users (the connection flags are left out).
 pub(super) fn display_command(args: &[String]) -> String {

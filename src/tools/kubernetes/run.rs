@@ -12,7 +12,7 @@ use tokio::process::Command;
 
 use super::KubernetesConfig;
 use super::kubectl_grants;
-use super::output::{display_command, to_tool_output};
+use super::output::{RunOutput, display_command, to_tool_output};
 use crate::sandbox::{Approval, Grants, Sandbox};
 use crate::tools::ToolOutput;
 use crate::tools::capped::{Overflow, chunks, read_capped};
@@ -45,18 +45,6 @@ pub(super) struct Kubectl {
     grants: Grants,
     pub(super) timeout: Duration,
     max_output_bytes: usize,
-}
-
-/// What one kubectl run produced.
-#[derive(Debug)]
-pub(super) struct RunOutput {
-    /// Exit code; `None` when killed by a signal.
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-    pub stdout: Vec<u8>,
-    /// Bytes kubectl wrote to stdout in total (more than `stdout.len()` when cut).
-    pub stdout_total: u64,
-    pub stderr: Vec<u8>,
 }
 
 #[derive(Debug)]

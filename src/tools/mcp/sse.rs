@@ -199,7 +199,7 @@ mod tests {
     #[tokio::test]
     async fn an_endpoint_that_is_not_utf8_is_refused_by_name() {
         let url = serving(b"event: endpoint\ndata: /messages\xFF\n\n").await;
-        crate::startup::install_crypto_provider();
+        crate::runtime::install_crypto_provider();
         let Err(e) = SseTransport::connect(reqwest::Client::new(), &url, HeaderMap::new()).await
         else {
             panic!("connected to an endpoint that is not text");

@@ -267,7 +267,7 @@ pub(super) mod tests {
     use std::sync::Arc;
 
     pub(crate) fn client() -> reqwest::Client {
-        crate::startup::install_crypto_provider();
+        crate::runtime::install_crypto_provider();
         reqwest::Client::new()
     }
 

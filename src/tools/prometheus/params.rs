@@ -1,30 +1,17 @@
 //! The five `prometheus_*` tools as the model sees them: their parameters, names,
-//! descriptions and one-liners, and which query each runs ([`super::tools`]).
+//! descriptions and one-liners (how each runs is [`super::tools`]).
 
-use std::future::Future;
-
-use reqwest::header::HeaderMap;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use super::api::Api;
-use super::tools;
-use crate::tools::ToolOutput;
-
 /// One tool of the toolset, named by its parameter type.
 pub(super) trait Command: DeserializeOwned + JsonSchema + Send + 'static {
     const NAME: &'static str;
     const DESCRIPTION: &'static str;
     fn one_liner(&self) -> String;
-    /// Asks Prometheus and words the answer; `Err` is the error the model reads.
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a;
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -114,14 +101,6 @@ impl Command for QueryParams {
             None => format!("PromQL instant query: {query}"),
         }
     }
-
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        tools::query(api, self, fwd)
-    }
 }
 
 impl Command for QueryRangeParams {
@@ -141,14 +120,6 @@ impl Command for QueryRangeParams {
             .unwrap_or_default();
         format!("PromQL range query ({range}{step}): {}", self.query.trim())
     }
-
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        tools::query_range(api, self, fwd)
-    }
 }
 
 impl Command for ListMetricsParams {
@@ -161,14 +132,6 @@ impl Command for ListMetricsParams {
             Some(m) => format!("List Prometheus metrics matching `{m}`"),
             None => "List Prometheus metrics".into(),
         }
-    }
-
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        tools::list_metrics(api, self, fwd)
     }
 }
 
@@ -187,14 +150,6 @@ impl Command for ListLabelsParams {
             None => format!("List Prometheus labels{scope}"),
         }
     }
-
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        tools::list_labels(api, self, fwd)
-    }
 }
 
 impl Command for ActiveAlertsParams {
@@ -204,14 +159,6 @@ impl Command for ActiveAlertsParams {
 
     fn one_liner(&self) -> String {
         "List active Prometheus alerts".into()
-    }
-
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        tools::active_alerts(api, fwd)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The five `prometheus_*` tools: how each calls the API and words the answer for the model
-//! (their parameters and names are in [`super::params`]).
+//! (their parameters and names are in [`super::params`], which knows nothing of this file).
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +26,7 @@ const DEFAULT_RANGE_SECS: f64 = 3600.0;
 
 /// The toolset's tools, in the order the model sees them.
 pub(super) fn tools(api: &Arc<Api>) -> Vec<Arc<dyn Tool>> {
-    fn tool<C: Command>(api: &Arc<Api>) -> Arc<dyn Tool> {
+    fn tool<C: Run>(api: &Arc<Api>) -> Arc<dyn Tool> {
         Arc::new(Typed::new(PromTool::<C> {
             api: api.clone(),
             command: PhantomData,
@@ -40,12 +41,73 @@ pub(super) fn tools(api: &Arc<Api>) -> Vec<Arc<dyn Tool>> {
     ]
 }
 
+/// How each command runs: here, beside the queries, rather than with its parameters, so that
+/// `params.rs` stays below this file.
+trait Run: Command {
+    /// Asks Prometheus and words the answer; `Err` is the error the model reads.
+    fn run<'a>(
+        self,
+        api: &'a Api,
+        fwd: &'a HeaderMap,
+    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a;
+}
+
+impl Run for QueryParams {
+    fn run<'a>(
+        self,
+        api: &'a Api,
+        fwd: &'a HeaderMap,
+    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
+        query(api, self, fwd)
+    }
+}
+
+impl Run for QueryRangeParams {
+    fn run<'a>(
+        self,
+        api: &'a Api,
+        fwd: &'a HeaderMap,
+    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
+        query_range(api, self, fwd)
+    }
+}
+
+impl Run for ListMetricsParams {
+    fn run<'a>(
+        self,
+        api: &'a Api,
+        fwd: &'a HeaderMap,
+    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
+        list_metrics(api, self, fwd)
+    }
+}
+
+impl Run for ListLabelsParams {
+    fn run<'a>(
+        self,
+        api: &'a Api,
+        fwd: &'a HeaderMap,
+    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
+        list_labels(api, self, fwd)
+    }
+}
+
+impl Run for ActiveAlertsParams {
+    fn run<'a>(
+        self,
+        api: &'a Api,
+        fwd: &'a HeaderMap,
+    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
+        active_alerts(api, fwd)
+    }
+}
+
 struct PromTool<C> {
     api: Arc<Api>,
     command: PhantomData<fn() -> C>,
 }
 
-impl<C: Command> TypedTool for PromTool<C> {
+impl<C: Run> TypedTool for PromTool<C> {
     type Params = C;
 
     fn name(&self) -> &str {

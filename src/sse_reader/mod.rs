@@ -305,9 +305,7 @@ where
 }
 
 #[cfg(test)]
-#[path = "sse_reader_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "sse_reader_hostile_tests.rs"]
 mod hostile_tests;

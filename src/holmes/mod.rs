@@ -1,9 +1,11 @@
-//! The stateless `/api/chat` front door (HolmesGPT's): the client carries the conversation.
-//! A request becomes a run's config, state and input (pending approvals verified here, the
-//! only place approval tokens are signed or checked); the run's events become HolmesGPT
-//! frames. The HTTP handler and the CLI's in-process mode share it.
+//! The HolmesGPT adapter: its stateless `/api/chat` front door, where the client carries the
+//! conversation. A request becomes a run's config, state and input (pending approvals
+//! verified here, the only place approval tokens are signed or checked); the run's events
+//! become HolmesGPT frames (`frames.rs`, which the conversations' stored events reuse). The
+//! HTTP handler and the CLI's in-process mode share it.
 
 mod approvals;
+pub mod frames;
 mod prepare;
 mod render;
 

@@ -1,9 +1,10 @@
 //! How a model's requests prove who sends them: the credential kinds of the providers, put on
 //! a request with the model's `extra_headers`.
 
-use std::sync::Arc;
+pub mod aws;
+pub mod google;
 
-use super::registry::ModelConfig;
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub enum Auth {
@@ -16,9 +17,9 @@ pub enum Auth {
     /// Google AI Studio's `x-goog-api-key` header.
     GoogleApiKey(String),
     /// Google OAuth tokens (Vertex AI), added per call by the provider.
-    Google(Arc<super::gemini::auth::GoogleAuth>),
+    Google(Arc<google::GoogleAuth>),
     /// AWS: SigV4 or a Bedrock bearer token, added per call by the provider.
-    Aws(Arc<super::bedrock::auth::AwsAuth>),
+    Aws(Arc<aws::AwsAuth>),
 }
 
 impl Auth {
@@ -43,22 +44,22 @@ impl Auth {
     }
 }
 
-impl ModelConfig {
-    /// The model's credentials and `extra_headers` on a request to its provider.
-    pub(crate) fn authorize(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        let mut builder = match &self.auth {
+/// The Anthropic API version every request with an Anthropic key names (the only stable one).
+pub const ANTHROPIC_API_VERSION: &str = "2023-06-01";
+
+impl Auth {
+    /// The credential on a request, for the kinds that are headers; Google and AWS credentials
+    /// are added per call by their provider.
+    pub(crate) fn apply(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
             Auth::None => builder,
             Auth::Bearer(key) => builder.bearer_auth(key),
             Auth::AzureKey(key) => builder.header("api-key", key),
             Auth::AnthropicKey(key) => builder
                 .header("x-api-key", key)
-                .header("anthropic-version", super::anthropic::API_VERSION),
+                .header("anthropic-version", ANTHROPIC_API_VERSION),
             Auth::GoogleApiKey(key) => builder.header("x-goog-api-key", key),
             Auth::Google(_) | Auth::Aws(_) => builder,
-        };
-        for (name, value) in &self.extra_headers {
-            builder = builder.header(name, value);
         }
-        builder
     }
 }

@@ -11,6 +11,7 @@ use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, si
 use tokio::sync::OnceCell;
 
 use crate::llm::error::LlmError;
+use crate::secrets::IssuedSecrets;
 
 /// The service name Bedrock's runtime signs under.
 const SIGNING_NAME: &str = "bedrock";
@@ -32,6 +33,8 @@ pub enum CredentialSource {
     Chain {
         profile: Option<String>,
         provider: OnceCell<Option<SharedCredentialsProvider>>,
+        /// The application's registry, where the credentials the chain obtains are recorded.
+        issued: IssuedSecrets,
     },
 }
 
@@ -84,7 +87,11 @@ impl AwsAuth {
         };
         let credentials = match source {
             CredentialSource::Static(c) => c.clone(),
-            CredentialSource::Chain { profile, provider } => {
+            CredentialSource::Chain {
+                profile,
+                provider,
+                issued: registry,
+            } => {
                 let no_credentials = |message: String| LlmError::Auth {
                     status: 401,
                     model: model.to_owned(),
@@ -99,11 +106,11 @@ impl AwsAuth {
                 let issued = provider
                     .provide_credentials()
                     .await
-                    .map_err(|e| no_credentials(crate::llm::transport::error_chain(&e)))?;
+                    .map_err(|e| no_credentials(crate::llm::error::error_chain(&e)))?;
                 // STS or the metadata service may have just issued these: masked from now on.
-                crate::agent::remember_issued(issued.secret_access_key());
+                registry.remember(issued.secret_access_key());
                 if let Some(token) = issued.session_token() {
-                    crate::agent::remember_issued(token);
+                    registry.remember(token);
                 }
                 issued
             }
@@ -199,7 +206,7 @@ mod tests {
     fn signatures_follow_the_specification_for_arn_model_ids() {
         let url = format!(
             "https://bedrock-runtime.us-east-1.amazonaws.com/model/{}/converse-stream",
-            super::super::models::path_segment(
+            crate::llm::bedrock::models::path_segment(
                 "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-x"
             )
         );

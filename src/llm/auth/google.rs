@@ -13,6 +13,7 @@ use ring::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use serde_json::{Value, json};
 
 use crate::llm::error::LlmError;
+use crate::secrets::IssuedSecrets;
 
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// The metadata server's host; `GCE_METADATA_HOST` overrides it, as in Google's libraries.
@@ -35,6 +36,8 @@ enum Source {
 pub struct GoogleAuth {
     source: Source,
     cached: tokio::sync::Mutex<Option<(String, Instant)>>,
+    /// The application's registry, where every token fetched is recorded for the maskers.
+    issued: IssuedSecrets,
 }
 
 impl std::fmt::Debug for GoogleAuth {
@@ -51,7 +54,10 @@ impl std::fmt::Debug for GoogleAuth {
 impl GoogleAuth {
     /// The credentials of a Vertex entry: `vertex_credentials` (a key file's path or its JSON),
     /// else `GOOGLE_APPLICATION_CREDENTIALS`, else the metadata server.
-    pub fn resolve(vertex_credentials: Option<&str>) -> Result<GoogleAuth, String> {
+    pub fn resolve(
+        vertex_credentials: Option<&str>,
+        issued: &IssuedSecrets,
+    ) -> Result<GoogleAuth, String> {
         let from_env = std::env::var("GOOGLE_APPLICATION_CREDENTIALS")
             .ok()
             .filter(|v| !v.trim().is_empty());
@@ -72,24 +78,24 @@ impl GoogleAuth {
                     .ok()
                     .filter(|h| !h.trim().is_empty())
                     .unwrap_or_else(|| METADATA_HOST.to_owned());
-                return Ok(GoogleAuth::new(Source::Metadata {
-                    url: format!(
-                        "http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
-                    ),
-                }));
+                let url = format!(
+                    "http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
+                );
+                return Ok(GoogleAuth::new(Source::Metadata { url }, issued));
             }
         };
-        Self::service_account(&text).map_err(|e| format!("{origin}: {e}"))
+        Self::service_account(&text, issued).map_err(|e| format!("{origin}: {e}"))
     }
 
-    fn new(source: Source) -> GoogleAuth {
+    fn new(source: Source, issued: &IssuedSecrets) -> GoogleAuth {
         GoogleAuth {
             source,
             cached: tokio::sync::Mutex::new(None),
+            issued: issued.clone(),
         }
     }
 
-    fn service_account(text: &str) -> Result<GoogleAuth, String> {
+    fn service_account(text: &str, issued: &IssuedSecrets) -> Result<GoogleAuth, String> {
         let json: Value =
             serde_json::from_str(text).map_err(|e| format!("not a JSON key file: {e}"))?;
         let field = |k: &str| {
@@ -111,15 +117,18 @@ impl GoogleAuth {
         let der = pem_body(&pem).ok_or("`private_key` is not a PEM private key")?;
         let key = RsaKeyPair::from_pkcs8(&der)
             .map_err(|e| format!("`private_key` is not a PKCS#8 RSA key: {e}"))?;
-        Ok(GoogleAuth::new(Source::ServiceAccount {
-            email: field("client_email")?,
-            key: Box::new(key),
-            token_uri: json
-                .get("token_uri")
-                .and_then(Value::as_str)
-                .unwrap_or("https://oauth2.googleapis.com/token")
-                .to_owned(),
-        }))
+        Ok(GoogleAuth::new(
+            Source::ServiceAccount {
+                email: field("client_email")?,
+                key: Box::new(key),
+                token_uri: json
+                    .get("token_uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or("https://oauth2.googleapis.com/token")
+                    .to_owned(),
+            },
+            issued,
+        ))
     }
 
     /// A valid access token, fetched when none is cached or the cached one is about to expire.
@@ -132,7 +141,7 @@ impl GoogleAuth {
             return Ok(token.clone());
         }
         let (token, lifetime) = self.fetch(http, model).await?;
-        crate::agent::remember_issued(&token);
+        self.issued.remember(&token);
         *cached = Some((token.clone(), Instant::now() + lifetime));
         Ok(token)
     }
@@ -246,16 +255,21 @@ mod tests {
 
     #[test]
     fn bad_credentials_are_named() {
-        let err = GoogleAuth::resolve(Some("{\"type\": \"authorized_user\"}")).unwrap_err();
+        let err = GoogleAuth::resolve(
+            Some("{\"type\": \"authorized_user\"}"),
+            &IssuedSecrets::default(),
+        )
+        .unwrap_err();
         assert!(
             err.contains("vertex_credentials") && err.contains("authorized_user"),
             "{err}"
         );
-        let err = GoogleAuth::resolve(Some("/nonexistent/key.json")).unwrap_err();
+        let err = GoogleAuth::resolve(Some("/nonexistent/key.json"), &IssuedSecrets::default())
+            .unwrap_err();
         assert!(err.contains("cannot read /nonexistent/key.json"), "{err}");
         let err = GoogleAuth::resolve(Some(
             "{\"type\": \"service_account\", \"private_key\": \"-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END PRIVATE KEY-----\"}",
-        ))
+        ), &IssuedSecrets::default())
         .unwrap_err();
         assert!(err.contains("PKCS#8"), "{err}");
     }

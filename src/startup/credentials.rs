@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::config::Settings;
 use crate::llm::ModelRegistry;
+use crate::secrets::is_credential_name;
 
 /// Provider and triage variables that hold credentials, whatever their values look like.
 const CREDENTIAL_ENV_VARS: &[&str] = &[
@@ -77,7 +78,7 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
     secrets.extend(settings.conversations.database_password());
     secrets.extend(settings.conversations.secret_key.clone());
     secrets.extend(settings.conversations.previous_secret_keys.iter().cloned());
-    secrets.extend(crate::webhooks::config::secrets(&settings.webhooks));
+    secrets.extend(crate::config::webhooks::secrets(&settings.webhooks));
     // Resolved models carry every key they use, whichever source configured them.
     secrets.extend(models.credentials());
     secrets.extend(settings.models.values().filter_map(|m| m.api_key.clone()));
@@ -200,23 +201,6 @@ fn read_small(path: &std::path::Path) -> Option<String> {
         .filter(|m| m.is_file() && m.len() <= MAX_CREDENTIALS_FILE)
         .and_then(|_| std::fs::read_to_string(path).ok())
         .filter(|t| !t.trim().is_empty())
-}
-
-/// A name that says its value is a credential (`*_API_KEY`, `*_TOKEN`, `*_PASSWORD`, …).
-pub fn is_credential_name(name: &str) -> bool {
-    let name = name.to_ascii_uppercase();
-    [
-        "API_KEY",
-        "APIKEY",
-        "SECRET",
-        "TOKEN",
-        "PASSWORD",
-        "PASSWD",
-        "PRIVATE_KEY",
-        "ACCESS_KEY",
-    ]
-    .iter()
-    .any(|marker| name.contains(marker))
 }
 
 /// Values of the known credential variables, and of any variable whose name says it holds a
@@ -382,7 +366,7 @@ mod tests {
 
     #[test]
     fn a_vertex_entrys_key_file_is_masked() {
-        let pem = include_str!("../tests/fixtures/TEST-ONLY-gcp-service-account-key.pem");
+        let pem = include_str!("../../tests/fixtures/TEST-ONLY-gcp-service-account-key.pem");
         let key = serde_json::json!({"type": "service_account", "private_key": pem,
             "private_key_id": "kid-0123456789", "client_email": "t@p.iam.gserviceaccount.com"});
         let path = std::env::temp_dir().join(format!("triage-vertex-{}.json", std::process::id()));

@@ -22,7 +22,7 @@ pub fn protect_process_memory() {
 /// this, an idle server counts 20–25 MiB of its own binary as resident, most of which it does
 /// not run.
 pub fn release_unused() {
-    crate::allocator::trim_heap();
+    crate::runtime::allocator::trim_heap();
     #[cfg(target_os = "linux")]
     release_code_pages();
 }

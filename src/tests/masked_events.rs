@@ -15,13 +15,14 @@ use serde_json::{Value, json};
 use crate::agent::{
     AgentEvent, Answer, CompactionReport, CompactionStarted, PendingCall, Run, RunError,
     RunErrorKind, RunMasker, RunState, SecretMasker, StopReason, UsageReport, Waiting,
-    remember_issued,
 };
-use crate::stateless::{ApprovalSigner, ChatRun};
+use crate::holmes::{ApprovalSigner, ChatRun};
+use crate::secrets::IssuedSecrets;
 use crate::store::StoredEvent;
 use crate::tools::{ToolOutcome, ToolOutput, ToolStatus};
 use crate::wire::content::Content;
-use crate::wire::response::{ModelFallback, ResponseFormatReport, Truncation, Usage};
+use crate::wire::events::ModelFallback;
+use crate::wire::response::{ResponseFormatReport, Truncation, Usage};
 use crate::wire::{Message, ToolCall};
 
 /// Upper-case letters and digits at both ends: no occurrence can form across the edge of a
@@ -31,9 +32,10 @@ const OWN: &str = "CONVPW4242XY";
 const ISSUED: &str = "ISSUEDTOK5150RT";
 
 fn masker() -> RunMasker {
-    remember_issued(ISSUED);
+    let issued = IssuedSecrets::default();
+    issued.remember(ISSUED);
     RunMasker::new(
-        Arc::new(SecretMasker::new([SERVER.to_owned()])),
+        Arc::new(SecretMasker::new([SERVER.to_owned()]).with_issued(issued)),
         SecretMasker::new([OWN.to_owned()]),
     )
 }

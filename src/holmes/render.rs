@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 
 use super::approvals::{ApprovalSigner, conversation_digest};
 use crate::agent::{AgentEvent, PendingCall, Run, RunError, RunErrorKind, Waiting};
-use crate::frames;
+use crate::holmes::frames;
 use crate::wire::events::{AnswerEnd, ApprovalRequired, ErrorEvent, ToolCallResult};
 use crate::wire::{ChatResponse, FollowUpAction, Message, StreamEvent};
 

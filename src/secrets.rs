@@ -1,0 +1,78 @@
+//! The secret registry, a leaf every layer may use: the credentials an application obtains
+//! while it runs, and how a name says its value is a credential. The providers that obtain
+//! credentials (`llm/`) record them here; the masker (`agent/secrets.rs`) reads them.
+
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+
+/// Shorter values are too likely to occur by chance (and masking them would garble output).
+pub const MIN_SECRET_LEN: usize = 6;
+
+/// Rotated credentials keep arriving (an STS session lasts an hour, a Google token too): the
+/// oldest are dropped past this many, ten days of hourly pairs, long expired by then.
+const MAX_ISSUED: usize = 512;
+
+/// Credentials one application obtains while it runs (AWS session keys from STS or the
+/// metadata service, Google access tokens): unknown at start-up, so its maskers also mask
+/// these once they are issued. One per application (its model registry makes it), shared by
+/// cloning; oldest first. Issued credentials are random strings that do not contain one
+/// another, so their order does not matter.
+#[derive(Debug, Clone, Default)]
+pub struct IssuedSecrets(Arc<RwLock<Vec<String>>>);
+
+impl IssuedSecrets {
+    /// The list, also after a panic elsewhere poisoned its lock: masking never fails open.
+    pub fn read(&self) -> RwLockReadGuard<'_, Vec<String>> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a credential obtained at run time, so that no response, event or log line
+    /// shows it.
+    pub fn remember(&self, secret: &str) {
+        let secret = secret.trim();
+        if secret.len() < MIN_SECRET_LEN || self.read().iter().any(|s| s == secret) {
+            return;
+        }
+        let mut issued = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        if issued.iter().any(|s| s == secret) {
+            return;
+        }
+        if issued.len() >= MAX_ISSUED {
+            issued.remove(0);
+        }
+        issued.push(secret.to_owned());
+    }
+}
+
+/// A name that says its value is a credential (`*_API_KEY`, `*_TOKEN`, `*_PASSWORD`, …).
+pub fn is_credential_name(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
+    [
+        "API_KEY",
+        "APIKEY",
+        "SECRET",
+        "TOKEN",
+        "PASSWORD",
+        "PASSWD",
+        "PRIVATE_KEY",
+        "ACCESS_KEY",
+    ]
+    .iter()
+    .any(|marker| name.contains(marker))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_registry_keeps_its_own_credentials_once() {
+        let (a, b) = (IssuedSecrets::default(), IssuedSecrets::default());
+        a.remember("issued-to-a-only");
+        a.remember(" issued-to-a-only ");
+        a.remember("short");
+        assert_eq!(*a.read(), ["issued-to-a-only"]);
+        assert!(b.read().is_empty());
+        a.clone().remember("issued-through-a-clone");
+        assert_eq!(a.read().len(), 2);
+    }
+}
