@@ -1,7 +1,7 @@
 //! The one error response shape: `{"detail": …}` with a precise status, as FastAPI answers.
 
 use axum::http::header::{HeaderName, RETRY_AFTER};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::responses::{ErrorDetail, ErrorResponse, ValidationError};
@@ -14,7 +14,8 @@ use crate::store::StoreError;
 pub struct ApiError {
     pub status: StatusCode,
     pub detail: ErrorDetail,
-    pub headers: HeaderMap,
+    /// A list, not a `HeaderMap`: an error travels in every handler's `Result`, kept small.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
@@ -22,7 +23,7 @@ impl ApiError {
         ApiError {
             status,
             detail: ErrorDetail::Message(detail.into()),
-            headers: HeaderMap::new(),
+            headers: Vec::new(),
         }
     }
 
@@ -31,7 +32,7 @@ impl ApiError {
         ApiError {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             detail: ErrorDetail::Validation(errors),
-            headers: HeaderMap::new(),
+            headers: Vec::new(),
         }
     }
 
@@ -47,7 +48,7 @@ impl ApiError {
     }
 
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
-        self.headers.insert(name, value);
+        self.headers.push((name, value));
         self
     }
 }
@@ -62,7 +63,11 @@ impl IntoResponse for ApiError {
         let body = ErrorResponse {
             detail: self.detail,
         };
-        (self.status, self.headers, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value);
+        }
+        response
     }
 }
 
@@ -212,8 +217,9 @@ mod tests {
     fn status(e: ApiError) -> (u16, Option<String>) {
         let retry = e
             .headers
-            .get(RETRY_AFTER)
-            .map(|v| v.to_str().unwrap_or_default().to_owned());
+            .iter()
+            .find(|(name, _)| *name == RETRY_AFTER)
+            .map(|(_, v)| v.to_str().unwrap_or_default().to_owned());
         (e.status.as_u16(), retry)
     }
 
