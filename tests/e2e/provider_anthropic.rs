@@ -9,7 +9,7 @@ use crate::provider_common::{
     SMALL_WINDOW, assert_a_leaving_client_cancels, assert_approval_resumes_statelessly,
     assert_compaction_summarises_then_answers, assert_failure_before_output_is_retried,
     assert_frontend_tool_pauses_and_resumes, assert_plain_answer_streamed_and_not,
-    assert_two_tool_rounds_answered, last_event, request_blocks,
+    assert_structured_output_repaired, assert_two_tool_rounds_answered, last_event, request_blocks,
 };
 use fake_llm::{FakeLlm, Step};
 
@@ -124,30 +124,15 @@ async fn compaction_summarises_then_answers() {
 #[tokio::test]
 async fn structured_output_is_asked_in_the_system_prompt_and_checked() {
     let app = claude("").await;
-    let format = json!({"type": "json_schema", "json_schema": {"name": "Health", "schema": {
-        "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
-    app.llm.push(Step::text("not json"));
-    app.llm.push(Step::text("{\"ok\": true}"));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "healthy?", "response_format": format}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "{\"ok\": true}");
-    assert_eq!(
-        body["metadata"]["response_format"],
-        json!({"valid": true, "repaired": true})
-    );
-    let system = app.llm.requests()[0]["system"].to_string();
+    let requests = assert_structured_output_repaired(&app).await;
+    let system = requests[0]["system"].to_string();
     assert!(
         system.contains("single JSON object") && system.contains("\\\"ok\\\""),
         "{system}"
     );
-    assert!(app.llm.requests()[0].get("response_format").is_none());
+    assert!(requests[0].get("response_format").is_none());
     // The repair forbids calls and keeps the definitions.
-    assert_eq!(
-        app.llm.requests()[1]["tool_choice"],
-        json!({"type": "none"})
-    );
+    assert_eq!(requests[1]["tool_choice"], json!({"type": "none"}));
 }
 
 #[tokio::test]

@@ -216,3 +216,22 @@ pub async fn assert_a_leaving_client_cancels(app: &TestApp, provider: &str) {
     eventually("the answer to stream", Duration::from_secs(5), streaming).await;
     assert_leaving_cancels(app, || drop(resp), provider).await;
 }
+
+/// A JSON-schema `response_format` whose first answer is not JSON: the answer is repaired
+/// in a second call and reported valid. Returns the requests of both calls.
+pub async fn assert_structured_output_repaired(app: &TestApp) -> Vec<Value> {
+    let format = json!({"type": "json_schema", "json_schema": {"name": "Health", "schema": {
+        "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
+    app.llm.push(Step::text("not json"));
+    app.llm.push(Step::text("{\"ok\": true}"));
+    let (status, body) = app
+        .chat_json(&json!({"ask": "healthy?", "response_format": format}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["analysis"], "{\"ok\": true}");
+    assert_eq!(
+        body["metadata"]["response_format"],
+        json!({"valid": true, "repaired": true})
+    );
+    app.llm.requests()
+}

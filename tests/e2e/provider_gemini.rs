@@ -11,8 +11,8 @@ use crate::provider_common::{
     SMALL_WINDOW, assert_a_leaving_client_cancels, assert_answered,
     assert_approval_resumes_statelessly, assert_compaction_summarises_then_answers,
     assert_failure_before_output_is_retried, assert_frontend_tool_pauses_and_resumes,
-    assert_plain_answer_streamed_and_not, assert_two_tool_rounds_answered, last_event,
-    request_blocks,
+    assert_plain_answer_streamed_and_not, assert_structured_output_repaired,
+    assert_two_tool_rounds_answered, last_event, request_blocks,
 };
 use fake_llm::{FakeLlm, Step};
 
@@ -124,20 +124,8 @@ async fn images_become_inline_data() {
 #[tokio::test]
 async fn structured_output_beside_tools_is_an_instruction_and_checked() {
     let app = gemini("").await;
-    let format = json!({"type": "json_schema", "json_schema": {"name": "Health", "schema": {
-        "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
-    app.llm.push(Step::text("not json"));
-    app.llm.push(Step::text("{\"ok\": true}"));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "healthy?", "response_format": format}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "{\"ok\": true}");
-    assert_eq!(
-        body["metadata"]["response_format"],
-        json!({"valid": true, "repaired": true})
-    );
-    let request = &app.llm.requests()[0];
+    let requests = assert_structured_output_repaired(&app).await;
+    let request = &requests[0];
     // Gemini refuses a JSON response type beside function declarations.
     assert!(
         request
