@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::conversations_api::{create, frames_until, post, state_is};
+use crate::conversations_api::{create, frames_until, post, send_and_run, state_is};
 use crate::conversations_pg::on_both_stores;
 use crate::helpers::{TestApp, eventually};
 use fake_llm::Step;
@@ -82,13 +82,7 @@ async fn condense_flow(app: &TestApp) {
     frames_until(app, &id, None, state_is("finished")).await;
     let first = info(app, &id).await["last_event_id"].as_u64();
     app.llm.push(Step::text("Still slow."));
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{id}/events"),
-        json!({"content": "And now?", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, &id, "And now?").await;
     frames_until(app, &id, first, state_is("finished")).await;
     let before = info(app, &id).await;
     app.llm.push(Step::text(
@@ -122,13 +116,7 @@ async fn condense_flow(app: &TestApp) {
     );
     // The saved state is the summary plus the last exchange: the next run sends that.
     app.llm.push(Step::text("Still the database."));
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{id}/events"),
-        json!({"content": "Any change?", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, &id, "Any change?").await;
     frames_until(
         app,
         &id,
@@ -292,13 +280,7 @@ async fn auto_title_flow(app: &TestApp) {
     // Only after the first answer.
     app.llm.push(Step::text("Still fine."));
     let last = info(app, &id).await["last_event_id"].as_u64().unwrap();
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{id}/events"),
-        json!({"content": "And now?", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, &id, "And now?").await;
     frames_until(app, &id, Some(last), state_is("finished")).await;
     // A title given at creation is never replaced.
     app.llm.push(Step::text("Answer."));
@@ -343,13 +325,7 @@ async fn auto_title_flow(app: &TestApp) {
     assert_eq!(failed_info["execution_status"], "finished");
     // Not tried again after a later answer.
     app.llm.push(Step::text("Again."));
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{failed}/events"),
-        json!({"content": "And the network?", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, &failed, "And the network?").await;
     frames_until(
         app,
         &failed,
@@ -406,13 +382,7 @@ async fn fork_flow(app: &TestApp) {
     );
     // It continues with the whole history; the source is untouched.
     app.llm.push(Step::text("Forked answer."));
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{fork_id}/events"),
-        json!({"content": "and then?", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, &fork_id, "and then?").await;
     frames_until(app, &fork_id, Some(last + 1), state_is("finished")).await;
     let sent = contents(&last_sent(app));
     assert!(
@@ -441,13 +411,7 @@ async fn fork_flow(app: &TestApp) {
     assert_eq!(early["last_event_id"], cut + 1);
     assert_eq!(early["stats"]["llm_calls"], src["stats"]["llm_calls"]);
     app.llm.push(Step::text("Trying again."));
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{early_id}/events"),
-        json!({"content": "retry", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, early_id, "retry").await;
     frames_until(app, early_id, Some(cut + 1), state_is("finished")).await;
     let sent = last_sent(app);
     let call_at = sent
@@ -529,13 +493,7 @@ async fn fork_of_a_running_conversation(app: &TestApp) {
     // The fork's history holds the finished call and its result.
     app.llm.push(Step::text("From the fork."));
     let fork_id = fork["id"].as_str().unwrap();
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{fork_id}/events"),
-        json!({"content": "continue here", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, fork_id, "continue here").await;
     frames_until(app, fork_id, None, state_is("finished")).await;
     let sent = last_sent(app);
     assert!(contents(&sent).contains("first"), "{sent:?}");
@@ -615,13 +573,7 @@ async fn deltas_flow(app: &TestApp) {
         between_chunks: Duration::from_millis(30),
         step: Box::new(Step::text("The checkout pod is fine")),
     });
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{id}/events"),
-        json!({"content": "How is checkout?", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, &id, "How is checkout?").await;
     let finished = |f: &RawFrame| {
         f.name == "conversation_state_update" && f.data["execution_status"] == "finished"
     };

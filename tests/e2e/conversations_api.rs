@@ -27,6 +27,17 @@ pub(crate) struct Frame {
     pub data: Value,
 }
 
+/// Sends `content` to conversation `id` and runs it: accepted (HTTP 200).
+pub(crate) async fn send_and_run(app: &TestApp, id: &str, content: &str) {
+    let (status, _) = post(
+        app,
+        &format!("/api/conversations/{id}/events"),
+        json!({"content": content, "run": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
 pub(crate) async fn post(app: &TestApp, path: &str, body: Value) -> (u16, Value) {
     let resp = app.post_raw(path, body.to_string()).await;
     let status = resp.status().as_u16();
@@ -129,13 +140,7 @@ async fn lifecycle(app: &TestApp) {
 
     // A follow-up continues the same conversation: the LLM sees the first exchange.
     app.llm.push(Step::text("Still healthy."));
-    let (status, _) = post(
-        app,
-        &format!("/api/conversations/{id}/events"),
-        json!({"content": "And now?", "run": true}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    send_and_run(app, &id, "And now?").await;
     frames_until(app, &id, Some(*ids.last().unwrap()), state_is("finished")).await;
     let sent = app.llm_messages(1);
     assert!(sent.iter().any(|m| m["content"] == "All pods are healthy."));

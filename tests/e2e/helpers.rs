@@ -454,3 +454,17 @@ pub fn self_signed_cert(dir: &std::path::Path) -> (std::path::PathBuf, std::path
     assert!(status.success());
     (cert, key)
 }
+
+/// No LLM call has been cancelled yet; `leave` (the client going away: its response
+/// dropped, its request aborted) cancels the call within 2 s. `what` names the call in the
+/// failure message.
+pub async fn assert_leaving_cancels(app: &TestApp, leave: impl FnOnce(), what: &str) {
+    assert_eq!(app.llm.cancellations(), 0);
+    leave();
+    assert!(
+        app.llm
+            .wait_for_cancellations(1, Duration::from_secs(2))
+            .await,
+        "the {what} call kept running after the client left"
+    );
+}

@@ -4,10 +4,12 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, eventually, names, spawn_app_with};
+use crate::helpers::{TestApp, names, spawn_app_with};
 use crate::provider_common::{
-    SMALL_WINDOW, assert_answered, assert_compaction_summarises_then_answers, last_event,
-    request_blocks,
+    SMALL_WINDOW, assert_a_leaving_client_cancels, assert_approval_resumes_statelessly,
+    assert_compaction_summarises_then_answers, assert_failure_before_output_is_retried,
+    assert_frontend_tool_pauses_and_resumes, assert_plain_answer_streamed_and_not,
+    assert_structured_output_repaired, assert_two_tool_rounds_answered, last_event, request_blocks,
 };
 use fake_llm::{FakeLlm, Step};
 
@@ -26,15 +28,12 @@ fn blocks(app: &TestApp, n: usize, i: usize) -> Vec<Value> {
 #[tokio::test]
 async fn plain_answer_streamed_and_not() {
     let app = claude("").await;
-    app.llm.push(Step::text("The pod is OOMKilled."));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "Why is my pod crashing?"}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "The pod is OOMKilled.");
-    assert_eq!(body["metadata"]["finish_reason"], "stop");
+    let (body, request) = assert_plain_answer_streamed_and_not(
+        &app,
+        Step::text_with_reasoning("no thinking asked", "Streamed answer."),
+    )
+    .await;
     assert_eq!(body["metadata"]["max_output_tokens"], 64000);
-    let request = &app.llm.requests()[0];
     assert_eq!(request["model"], "claude-sonnet-4-5");
     assert_eq!(request["max_tokens"], 64000);
     assert_eq!(request["stream"], true);
@@ -59,34 +58,12 @@ async fn plain_answer_streamed_and_not() {
     );
     assert_eq!(request["tool_choice"], json!({"type": "auto"}));
     assert!(request["tools"][0]["input_schema"].is_object());
-
-    app.llm.push(Step::text_with_reasoning(
-        "no thinking asked",
-        "Streamed answer.",
-    ));
-    let events = app.chat_sse(&json!({"ask": "again", "stream": true})).await;
-    assert_answered(&events, "Streamed answer.");
 }
 
 #[tokio::test]
 async fn two_tool_rounds_pair_results_with_their_calls() {
     let app = claude("").await;
-    app.llm
-        .push(Step::tool("toolu_1", "TodoWrite", json!({"todos": []})));
-    app.llm.push(Step::tools(vec![
-        ("toolu_2", "bash", json!({"command": "echo one"})),
-        (
-            "toolu_3",
-            "bash",
-            json!({"command": "definitely-not-a-command-xyz"}),
-        ),
-    ]));
-    app.llm.push(Step::text("Both ran."));
-    let events = app
-        .chat_sse(&json!({"ask": "investigate", "stream": true}))
-        .await;
-    assert_eq!(last_event(&events)["analysis"], "Both ran.", "{events:#?}");
-    assert_eq!(app.llm.request_count(), 3);
+    assert_two_tool_rounds_answered(&app, ["toolu_1", "toolu_2", "toolu_3"]).await;
     // Request 3: user, assistant(tool_use), user(tool_result), assistant(2 tool_use), user(2 results).
     let results = blocks(&app, 2, 4);
     assert_eq!(results.len(), 2, "{results:?}");
@@ -102,26 +79,8 @@ async fn two_tool_rounds_pair_results_with_their_calls() {
 #[tokio::test]
 async fn approvals_resume_statelessly() {
     let app = claude("").await;
-    let dir = crate::helpers::tool_writable_dir("anthropic-approval");
-    let command = format!("touch {}/approved", dir.display());
-    app.llm.push(Step::tools(vec![
-        ("safe", "bash", json!({"command": "echo hello"})),
-        ("risky", "bash", json!({"command": command})),
-    ]));
-    let events = app
-        .chat_sse(&json!({"ask": "fix it", "enable_tool_approval": true}))
-        .await;
-    assert_eq!(names(&events).last(), Some(&"approval_required"));
-    let history = last_event(&events)["conversation_history"].clone();
-    app.llm.push(Step::text("Fixed."));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "", "enable_tool_approval": true,
-            "conversation_history": history,
-            "tool_decisions": [{"tool_call_id": "risky", "approved": true}]}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "Fixed.");
-    assert!(dir.join("approved").exists());
+    let approved = assert_approval_resumes_statelessly(&app, "anthropic-approval").await;
+    assert_eq!(approved, "risky");
     let ids: Vec<Value> = blocks(&app, 1, 2)
         .iter()
         .map(|b| b["tool_use_id"].clone())
@@ -134,24 +93,8 @@ async fn frontend_tools_pause_and_resume() {
     let app = claude("").await;
     let tools = json!([{"name": "show_chart", "description": "Render a chart", "mode": "pause",
         "parameters": {"type": "object", "properties": {"metric": {"type": "string"}}}}]);
-    app.llm.push(Step::tool(
-        "toolu_fe",
-        "show_chart",
-        json!({"metric": "cpu"}),
-    ));
-    let events = app
-        .chat_sse(&json!({"ask": "chart cpu", "frontend_tools": tools}))
-        .await;
-    assert_eq!(names(&events).last(), Some(&"approval_required"));
-    let offered = app.llm.requests()[0]["tools"].to_string();
-    assert!(offered.contains("\"show_chart\""), "{offered}");
-    app.llm.push(Step::text("CPU peaked at 93%."));
-    let events = app
-        .chat_sse(&json!({"ask": "", "frontend_tools": tools,
-            "conversation_history": last_event(&events)["conversation_history"],
-            "frontend_tool_results": [{"tool_call_id": "toolu_fe", "tool_name": "show_chart", "result": "peak 93%"}]}))
-        .await;
-    assert_eq!(last_event(&events)["analysis"], "CPU peaked at 93%.");
+    let (id, _) = assert_frontend_tool_pauses_and_resumes(&app, &tools, "toolu_fe").await;
+    assert_eq!(id, "toolu_fe");
     assert_eq!(blocks(&app, 1, 2)[0]["content"], "peak 93%");
 }
 
@@ -181,30 +124,15 @@ async fn compaction_summarises_then_answers() {
 #[tokio::test]
 async fn structured_output_is_asked_in_the_system_prompt_and_checked() {
     let app = claude("").await;
-    let format = json!({"type": "json_schema", "json_schema": {"name": "Health", "schema": {
-        "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
-    app.llm.push(Step::text("not json"));
-    app.llm.push(Step::text("{\"ok\": true}"));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "healthy?", "response_format": format}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "{\"ok\": true}");
-    assert_eq!(
-        body["metadata"]["response_format"],
-        json!({"valid": true, "repaired": true})
-    );
-    let system = app.llm.requests()[0]["system"].to_string();
+    let requests = assert_structured_output_repaired(&app).await;
+    let system = requests[0]["system"].to_string();
     assert!(
         system.contains("single JSON object") && system.contains("\\\"ok\\\""),
         "{system}"
     );
-    assert!(app.llm.requests()[0].get("response_format").is_none());
+    assert!(requests[0].get("response_format").is_none());
     // The repair forbids calls and keeps the definitions.
-    assert_eq!(
-        app.llm.requests()[1]["tool_choice"],
-        json!({"type": "none"})
-    );
+    assert_eq!(requests[1]["tool_choice"], json!({"type": "none"}));
 }
 
 #[tokio::test]
@@ -272,47 +200,13 @@ async fn an_error_event_mid_stream_ends_in_an_error_event() {
 #[tokio::test]
 async fn an_overload_before_any_output_is_retried() {
     let app = claude("").await;
-    app.llm.push(Step::FailMidStream {
-        content: String::new(),
-        kind: "overloaded_error".into(),
-        message: "Overloaded".into(),
-    });
-    app.llm.push(Step::text("Recovered."));
-    let events = app.chat_sse(&json!({"ask": "q", "stream": true})).await;
-    assert_eq!(last_event(&events)["analysis"], "Recovered.", "{events:#?}");
-    assert_eq!(app.llm.request_count(), 2);
+    assert_failure_before_output_is_retried(&app, "overloaded_error", "Overloaded").await;
 }
 
 #[tokio::test]
 async fn a_client_that_leaves_cancels_the_call() {
     let app = claude("").await;
-    app.llm.push(Step::Paced {
-        before: std::time::Duration::ZERO,
-        between_chunks: std::time::Duration::from_millis(100),
-        step: Box::new(Step::text(&"word ".repeat(100))),
-    });
-    let resp = app.post_chat(&json!({"ask": "q", "stream": true})).await;
-    assert_eq!(resp.status(), 200);
-    assert!(
-        app.llm
-            .wait_for_requests(1, std::time::Duration::from_secs(5))
-            .await
-    );
-    let streaming = || async { app.llm.in_flight() == 1 };
-    eventually(
-        "the answer to stream",
-        std::time::Duration::from_secs(5),
-        streaming,
-    )
-    .await;
-    assert_eq!(app.llm.cancellations(), 0);
-    drop(resp);
-    assert!(
-        app.llm
-            .wait_for_cancellations(1, std::time::Duration::from_secs(2))
-            .await,
-        "the Messages call kept running after the client left"
-    );
+    assert_a_leaving_client_cancels(&app, "Messages").await;
 }
 
 #[tokio::test]

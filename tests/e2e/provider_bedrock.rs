@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, names, spawn_app_with};
 use crate::provider_common::{
-    SMALL_WINDOW, assert_answered, assert_compaction_summarises_then_answers, last_event,
-    pending_ids, request_blocks,
+    SMALL_WINDOW, assert_approval_resumes_statelessly, assert_compaction_summarises_then_answers,
+    assert_frontend_tool_pauses_and_resumes, assert_plain_answer_streamed_and_not,
+    assert_two_tool_rounds_answered, last_event, request_blocks,
 };
 use fake_llm::{FakeLlm, Step};
 
@@ -40,14 +41,8 @@ fn blocks(app: &TestApp, n: usize, i: usize) -> Vec<Value> {
 #[tokio::test]
 async fn plain_answer_streamed_and_not() {
     let app = bedrock(&format!("converse/{SONNET_35}"), "").await;
-    app.llm.push(Step::text("The pod is OOMKilled."));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "Why is my pod crashing?"}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "The pod is OOMKilled.");
-    assert_eq!(body["metadata"]["finish_reason"], "stop");
-    let request = &app.llm.requests()[0];
+    let (_, request) =
+        assert_plain_answer_streamed_and_not(&app, Step::text("Streamed answer.")).await;
     assert!(request["system"][0]["text"].is_string());
     assert_eq!(request["messages"][0]["role"], "user");
     assert!(request["toolConfig"]["tools"][0]["toolSpec"]["inputSchema"]["json"].is_object());
@@ -61,31 +56,12 @@ async fn plain_answer_streamed_and_not() {
         "{auth}"
     );
     assert!(auth.contains("/us-east-1/bedrock/aws4_request"), "{auth}");
-
-    app.llm.push(Step::text("Streamed answer."));
-    let events = app.chat_sse(&json!({"ask": "again", "stream": true})).await;
-    assert_answered(&events, "Streamed answer.");
 }
 
 #[tokio::test]
 async fn two_tool_rounds_answer_calls_in_order() {
     let app = bedrock(SONNET_35, "").await;
-    app.llm
-        .push(Step::tool("tooluse_1", "TodoWrite", json!({"todos": []})));
-    app.llm.push(Step::tools(vec![
-        ("tooluse_2", "bash", json!({"command": "echo one"})),
-        (
-            "tooluse_3",
-            "bash",
-            json!({"command": "definitely-not-a-command-xyz"}),
-        ),
-    ]));
-    app.llm.push(Step::text("Both ran."));
-    let events = app
-        .chat_sse(&json!({"ask": "investigate", "stream": true}))
-        .await;
-    assert_answered(&events, "Both ran.");
-    assert_eq!(app.llm.request_count(), 3);
+    assert_two_tool_rounds_answered(&app, ["tooluse_1", "tooluse_2", "tooluse_3"]).await;
     let results = blocks(&app, 2, 4);
     assert_eq!(results[0]["toolResult"]["toolUseId"], "tooluse_2");
     assert_eq!(results[1]["toolResult"]["toolUseId"], "tooluse_3");
@@ -100,46 +76,13 @@ async fn two_tool_rounds_answer_calls_in_order() {
 #[tokio::test]
 async fn approvals_and_frontend_tools_resume() {
     let app = bedrock(SONNET_35, "").await;
-    let dir = crate::helpers::tool_writable_dir("bedrock-approval");
-    let command = format!("touch {}/approved", dir.display());
-    app.llm.push(Step::tools(vec![
-        ("safe", "bash", json!({"command": "echo hello"})),
-        ("risky", "bash", json!({"command": command})),
-    ]));
-    let events = app
-        .chat_sse(&json!({"ask": "fix it", "enable_tool_approval": true}))
-        .await;
-    assert_eq!(names(&events).last(), Some(&"approval_required"));
-    let history = last_event(&events)["conversation_history"].clone();
-    assert_eq!(pending_ids(&history), ["risky"]);
-    app.llm.push(Step::text("Fixed."));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "", "enable_tool_approval": true,
-            "conversation_history": history,
-            "tool_decisions": [{"tool_call_id": "risky", "approved": true}]}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "Fixed.");
-    assert!(dir.join("approved").exists());
+    let approved = assert_approval_resumes_statelessly(&app, "bedrock-approval").await;
+    assert_eq!(approved, "risky");
 
     let tools = json!([{"name": "show_chart", "description": "Render a chart", "mode": "pause",
         "parameters": {"type": "object", "properties": {"metric": {"type": "string"}}}}]);
-    app.llm.push(Step::tool(
-        "tooluse_fe",
-        "show_chart",
-        json!({"metric": "cpu"}),
-    ));
-    let events = app
-        .chat_sse(&json!({"ask": "chart cpu", "frontend_tools": tools}))
-        .await;
-    assert_eq!(names(&events).last(), Some(&"approval_required"));
-    app.llm.push(Step::text("CPU peaked at 93%."));
-    let events = app
-        .chat_sse(&json!({"ask": "", "frontend_tools": tools,
-            "conversation_history": last_event(&events)["conversation_history"],
-            "frontend_tool_results": [{"tool_call_id": "tooluse_fe", "tool_name": "show_chart", "result": "peak 93%"}]}))
-        .await;
-    assert_answered(&events, "CPU peaked at 93%.");
+    let (id, _) = assert_frontend_tool_pauses_and_resumes(&app, &tools, "tooluse_fe").await;
+    assert_eq!(id, "tooluse_fe");
     let n = app.llm.request_count() - 1;
     assert_eq!(
         blocks(&app, n, 2)[0]["toolResult"]["content"][0]["text"],

@@ -6,10 +6,13 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, eventually, names, spawn_app_with};
+use crate::helpers::{TestApp, names, spawn_app_with};
 use crate::provider_common::{
-    SMALL_WINDOW, assert_answered, assert_compaction_summarises_then_answers, last_event,
-    pending_ids, request_blocks,
+    SMALL_WINDOW, assert_a_leaving_client_cancels, assert_answered,
+    assert_approval_resumes_statelessly, assert_compaction_summarises_then_answers,
+    assert_failure_before_output_is_retried, assert_frontend_tool_pauses_and_resumes,
+    assert_plain_answer_streamed_and_not, assert_structured_output_repaired,
+    assert_two_tool_rounds_answered, last_event, request_blocks,
 };
 use fake_llm::{FakeLlm, Step};
 
@@ -32,14 +35,8 @@ fn parts(app: &TestApp, n: usize, i: usize) -> Vec<Value> {
 #[tokio::test]
 async fn plain_answer_streamed_and_not() {
     let app = gemini("").await;
-    app.llm.push(Step::text("The pod is OOMKilled."));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "Why is my pod crashing?"}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "The pod is OOMKilled.");
-    assert_eq!(body["metadata"]["finish_reason"], "stop");
-    let request = &app.llm.requests()[0];
+    let (_, request) =
+        assert_plain_answer_streamed_and_not(&app, Step::text("Streamed answer.")).await;
     assert!(request["systemInstruction"]["parts"][0]["text"].is_string());
     assert_eq!(request["contents"][0]["role"], "user");
     assert_eq!(
@@ -51,31 +48,12 @@ async fn plain_answer_streamed_and_not() {
         .unwrap();
     assert!(!declarations.is_empty());
     assert!(!request.to_string().contains("additionalProperties"));
-
-    app.llm.push(Step::text("Streamed answer."));
-    let events = app.chat_sse(&json!({"ask": "again", "stream": true})).await;
-    assert_answered(&events, "Streamed answer.");
 }
 
 #[tokio::test]
 async fn two_tool_rounds_answer_calls_in_order() {
     let app = gemini("").await;
-    app.llm
-        .push(Step::tool("x1", "TodoWrite", json!({"todos": []})));
-    app.llm.push(Step::tools(vec![
-        ("x2", "bash", json!({"command": "echo one"})),
-        (
-            "x3",
-            "bash",
-            json!({"command": "definitely-not-a-command-xyz"}),
-        ),
-    ]));
-    app.llm.push(Step::text("Both ran."));
-    let events = app
-        .chat_sse(&json!({"ask": "investigate", "stream": true}))
-        .await;
-    assert_eq!(last_event(&events)["analysis"], "Both ran.", "{events:#?}");
-    assert_eq!(app.llm.request_count(), 3);
+    assert_two_tool_rounds_answered(&app, ["x1", "x2", "x3"]).await;
     // user, model(call), user(response), model(2 calls), user(2 responses).
     assert_eq!(
         parts(&app, 2, 3)[0]["functionCall"]["args"],
@@ -99,28 +77,7 @@ async fn two_tool_rounds_answer_calls_in_order() {
 #[tokio::test]
 async fn approvals_resume_statelessly() {
     let app = gemini("").await;
-    let dir = crate::helpers::tool_writable_dir("gemini-approval");
-    let command = format!("touch {}/approved", dir.display());
-    app.llm.push(Step::tools(vec![
-        ("safe", "bash", json!({"command": "echo hello"})),
-        ("risky", "bash", json!({"command": command})),
-    ]));
-    let events = app
-        .chat_sse(&json!({"ask": "fix it", "enable_tool_approval": true}))
-        .await;
-    assert_eq!(names(&events).last(), Some(&"approval_required"));
-    let history = last_event(&events)["conversation_history"].clone();
-    let pending = pending_ids(&history);
-    assert_eq!(pending.len(), 1, "{history:#}");
-    app.llm.push(Step::text("Fixed."));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "", "enable_tool_approval": true,
-            "conversation_history": history,
-            "tool_decisions": [{"tool_call_id": pending[0], "approved": true}]}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "Fixed.");
-    assert!(dir.join("approved").exists());
+    assert_approval_resumes_statelessly(&app, "gemini-approval").await;
     let answers = parts(&app, 1, 2);
     assert_eq!(answers.len(), 2, "{answers:?}");
     assert!(
@@ -136,35 +93,9 @@ async fn frontend_tools_pause_and_resume() {
     let tools = json!([{"name": "show_chart", "description": "Render a chart", "mode": "pause",
         "parameters": {"type": "object", "additionalProperties": false,
                        "properties": {"metric": {"type": ["string", "null"]}}}}]);
-    app.llm
-        .push(Step::tool("fe", "show_chart", json!({"metric": "cpu"})));
-    let events = app
-        .chat_sse(&json!({"ask": "chart cpu", "frontend_tools": tools}))
-        .await;
-    assert_eq!(
-        names(&events).last(),
-        Some(&"approval_required"),
-        "{events:#?}"
-    );
-    let offered = app.llm.requests()[0]["tools"].to_string();
-    assert!(
-        offered.contains("\"show_chart\"") && offered.contains("\"nullable\":true"),
-        "{offered}"
-    );
-    let history = last_event(&events)["conversation_history"].clone();
-    let id = pending_ids(&history)
-        .pop()
-        .expect("a pending frontend call");
-    app.llm.push(Step::text("CPU peaked at 93%."));
-    let events = app
-        .chat_sse(&json!({"ask": "", "frontend_tools": tools, "conversation_history": history,
-            "frontend_tool_results": [{"tool_call_id": id, "tool_name": "show_chart", "result": "peak 93%"}]}))
-        .await;
-    assert_eq!(
-        last_event(&events)["analysis"],
-        "CPU peaked at 93%.",
-        "{events:#?}"
-    );
+    let (_, offering) = assert_frontend_tool_pauses_and_resumes(&app, &tools, "fe").await;
+    let offered = offering["tools"].to_string();
+    assert!(offered.contains("\"nullable\":true"), "{offered}");
     assert_eq!(
         parts(&app, 1, 2)[0]["functionResponse"]["response"]["result"],
         "peak 93%"
@@ -193,20 +124,8 @@ async fn images_become_inline_data() {
 #[tokio::test]
 async fn structured_output_beside_tools_is_an_instruction_and_checked() {
     let app = gemini("").await;
-    let format = json!({"type": "json_schema", "json_schema": {"name": "Health", "schema": {
-        "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
-    app.llm.push(Step::text("not json"));
-    app.llm.push(Step::text("{\"ok\": true}"));
-    let (status, body) = app
-        .chat_json(&json!({"ask": "healthy?", "response_format": format}))
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["analysis"], "{\"ok\": true}");
-    assert_eq!(
-        body["metadata"]["response_format"],
-        json!({"valid": true, "repaired": true})
-    );
-    let request = &app.llm.requests()[0];
+    let requests = assert_structured_output_repaired(&app).await;
+    let request = &requests[0];
     // Gemini refuses a JSON response type beside function declarations.
     assert!(
         request
@@ -574,43 +493,8 @@ async fn check_probes_gemini_and_vertex_through_the_metadata_server() {
 #[tokio::test]
 async fn an_error_before_any_output_is_retried_and_a_leaving_client_cancels() {
     let app = gemini("").await;
-    app.llm.push(Step::FailMidStream {
-        content: String::new(),
-        kind: "internal".into(),
-        message: "Internal error encountered.".into(),
-    });
-    app.llm.push(Step::text("Recovered."));
-    let events = app.chat_sse(&json!({"ask": "q", "stream": true})).await;
-    assert_eq!(last_event(&events)["analysis"], "Recovered.", "{events:#?}");
-    assert_eq!(app.llm.request_count(), 2);
-
-    app.llm.push(Step::Paced {
-        before: std::time::Duration::ZERO,
-        between_chunks: std::time::Duration::from_millis(100),
-        step: Box::new(Step::text(&"word ".repeat(100))),
-    });
-    let resp = app.post_chat(&json!({"ask": "q", "stream": true})).await;
-    assert_eq!(resp.status(), 200);
-    assert!(
-        app.llm
-            .wait_for_requests(3, std::time::Duration::from_secs(5))
-            .await
-    );
-    let streaming = || async { app.llm.in_flight() == 1 };
-    eventually(
-        "the answer to stream",
-        std::time::Duration::from_secs(5),
-        streaming,
-    )
-    .await;
-    assert_eq!(app.llm.cancellations(), 0);
-    drop(resp);
-    assert!(
-        app.llm
-            .wait_for_cancellations(1, std::time::Duration::from_secs(2))
-            .await,
-        "the Gemini call kept running after the client left"
-    );
+    assert_failure_before_output_is_retried(&app, "internal", "Internal error encountered.").await;
+    assert_a_leaving_client_cancels(&app, "Gemini").await;
 }
 
 #[tokio::test]

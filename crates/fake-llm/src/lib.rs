@@ -2,7 +2,7 @@
 //! non-streaming JSON) on a loopback port: the one fake behind triage's end-to-end tests, the
 //! browser harness, the examples and the load benchmark.
 //!
-//! Each request to `POST /v1/chat/completions` (or `/chat/completions`) is counted, recorded (its raw body,
+//! Each request to `POST /v1/chat/completions` (or `/chat/completions`, see `openai.rs`) is counted, recorded (its raw body,
 //! unless [`FakeLlm::keep_requests`] is off) and consumes the next scripted [`Step`] (FIFO).
 //! When the script is empty the fake answers HTTP 500
 //! `{"error":{"message":"fake llm: script exhausted","type":"server_error"}}`, unless a
@@ -31,6 +31,7 @@
 pub(crate) mod anthropic;
 mod bedrock;
 mod gemini;
+mod openai;
 mod rules;
 mod step;
 mod window;
@@ -44,11 +45,10 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::extract::DefaultBodyLimit;
+use axum::http::HeaderMap;
 use axum::routing::{get, post};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use rules::{Rule, When};
 pub use step::{Step, ToolCall, Usage};
@@ -233,9 +233,9 @@ impl FakeLlm {
         let inner = Arc::new(Inner::default());
         let addr = listener.local_addr().expect("fake llm: local_addr");
         let app = Router::new()
-            .route("/v1/chat/completions", post(complete))
-            .route("/chat/completions", post(complete))
-            .route("/v1/models", get(list_models))
+            .route("/v1/chat/completions", post(openai::complete))
+            .route("/chat/completions", post(openai::complete))
+            .route("/v1/models", get(openai::list_models))
             .route("/v1/messages", post(anthropic::messages))
             .route(
                 "/v1beta/models/{model}",
@@ -502,88 +502,6 @@ impl FakeLlm {
 fn parse(raw: &[u8]) -> Value {
     serde_json::from_slice(raw)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(raw).into_owned()))
-}
-
-async fn list_models(State(inner): State<Arc<Inner>>) -> Response {
-    let models = inner
-        .models
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    match models {
-        Ok(ids) => {
-            let data: Vec<Value> = ids
-                .iter()
-                .map(|id| json!({"id": id, "object": "model", "owned_by": "fake"}))
-                .collect();
-            wire::json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
-        }
-        Err(status) => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            wire::json_response(
-                status,
-                &json!({"error": {"message": "refused by the fake"}}),
-            )
-        }
-    }
-}
-
-async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, raw: Bytes) -> Response {
-    // Parsed once, and only when something needs it.
-    let mut body: Option<Value> = None;
-    let rule = inner.rule_for(None, &raw, &mut body);
-    if let Some(rule) = &rule {
-        rule.record(&raw);
-    }
-    // Without a window the step is taken with the recording, so the n-th request recorded is
-    // the one that consumed the n-th step even when requests run concurrently.
-    let (window, next) = {
-        let mut script = inner.script();
-        if rule.is_none() {
-            inner.count.fetch_add(1, Ordering::SeqCst);
-            if script.keep_requests {
-                script.requests.push(raw.clone());
-                script.headers.push(headers);
-            }
-        }
-        match script.context_window {
-            Some(window) => (Some(window), None),
-            None => (None, rule.is_none().then(|| script.next())),
-        }
-    };
-    inner.changed.notify_waiters();
-
-    if let Some(window) = window {
-        // Counted outside the lock: a large prompt takes a while.
-        let request = body.get_or_insert_with(|| parse(&raw));
-        if let Some(error) = window::refusal(request, window) {
-            return wire::json_response(StatusCode::BAD_REQUEST, &error);
-        }
-    }
-    let step = match &rule {
-        Some(rule) => rule.next(),
-        None => {
-            let (scripted, responder) = next.unwrap_or_else(|| inner.script().next());
-            // The responder runs outside the lock: it may be slow, and may call into the fake.
-            scripted.or_else(|| match responder? {
-                Responder::Json(f) => Some(f(body.get_or_insert_with(|| parse(&raw)))),
-                Responder::Raw(f) => Some(f(&raw)),
-            })
-        }
-    };
-    let Some(step) = step else {
-        return wire::json_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &json!({"error": {"message": EXHAUSTED_MESSAGE, "type": "server_error"}}),
-        );
-    };
-    wire::answer(
-        inner,
-        step,
-        || body.unwrap_or_else(|| parse(&raw)),
-        raw.len(),
-    )
-    .await
 }
 
 /// Counts a response in flight while it lives, and a cancellation on drop unless
