@@ -52,54 +52,28 @@ trait Run: Command {
     ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a;
 }
 
-impl Run for QueryParams {
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        query(api, self, fwd)
-    }
+/// Each command's `Run`: the query function that serves it.
+macro_rules! runs_with {
+    ($($params:ty => |$p:pat_param, $api:ident, $fwd:ident| $call:expr;)+) => {$(
+        impl Run for $params {
+            fn run<'a>(
+                self,
+                $api: &'a Api,
+                $fwd: &'a HeaderMap,
+            ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
+                let $p = self;
+                $call
+            }
+        }
+    )+};
 }
 
-impl Run for QueryRangeParams {
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        query_range(api, self, fwd)
-    }
-}
-
-impl Run for ListMetricsParams {
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        list_metrics(api, self, fwd)
-    }
-}
-
-impl Run for ListLabelsParams {
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        list_labels(api, self, fwd)
-    }
-}
-
-impl Run for ActiveAlertsParams {
-    fn run<'a>(
-        self,
-        api: &'a Api,
-        fwd: &'a HeaderMap,
-    ) -> impl Future<Output = Result<ToolOutput, String>> + Send + 'a {
-        active_alerts(api, fwd)
-    }
+runs_with! {
+    QueryParams => |p, api, fwd| query(api, p, fwd);
+    QueryRangeParams => |p, api, fwd| query_range(api, p, fwd);
+    ListMetricsParams => |p, api, fwd| list_metrics(api, p, fwd);
+    ListLabelsParams => |p, api, fwd| list_labels(api, p, fwd);
+    ActiveAlertsParams => |_, api, fwd| active_alerts(api, fwd);
 }
 
 struct PromTool<C> {
