@@ -274,7 +274,10 @@ impl Conversations {
         let config: StoredConfig = from_json(&row.config)?;
         let state: RunState = from_json(&row.state)?;
         if row.status == ConversationStatus::Paused && input.is_empty() && state.answered() {
-            self.finish_answered(row).await?;
+            // The turn had its answer (a pause kept it): `run` finishes it without asking
+            // the model again.
+            self.save_status(&mut row, ConversationStatus::Finished)
+                .await?;
             return Ok(Started::Answered);
         }
         let control = RunControl::default();
@@ -285,15 +288,7 @@ impl Conversations {
         let run = self.agent.start(&config.run, state, input)?;
         let masker = run.masker().clone();
         let stop = control.clone();
-        row.status = ConversationStatus::Running;
-        row.reason = None;
-        row.updated_at = Utc::now();
-        self.store.update(&row).await?;
-        self.store
-            .append(
-                id,
-                vec![events::state_update(ConversationStatus::Running, None)],
-            )
+        self.save_status(&mut row, ConversationStatus::Running)
             .await?;
         let (done_tx, done) = watch::channel(false);
         self.live
@@ -321,18 +316,18 @@ impl Conversations {
         Ok(Started::Running)
     }
 
-    /// A conversation paused while its answer arrived: the turn is over, `run` finishes it
-    /// without asking the model again.
-    async fn finish_answered(&self, mut row: ConversationRow) -> Result<(), ConversationError> {
-        row.status = ConversationStatus::Finished;
+    /// Saves the row under a new status (no reason) and logs the change.
+    async fn save_status(
+        &self,
+        row: &mut ConversationRow,
+        status: ConversationStatus,
+    ) -> Result<(), ConversationError> {
+        row.status = status;
         row.reason = None;
         row.updated_at = Utc::now();
-        self.store.update(&row).await?;
+        self.store.update(row).await?;
         self.store
-            .append(
-                row.id,
-                vec![events::state_update(ConversationStatus::Finished, None)],
-            )
+            .append(row.id, vec![events::state_update(status, None)])
             .await?;
         Ok(())
     }
