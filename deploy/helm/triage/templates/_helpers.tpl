@@ -157,5 +157,33 @@ name: {{ .name }}
 {{- $_ := set $skills "paths" (splitList "," $paths) -}}
 {{- $_ := set $settings "skills" $skills -}}
 {{- end -}}
+{{- include "triage.wholeNumbers" $settings -}}
 {{- toToml $settings -}}
+{{- end -}}
+
+{{/*
+Values reach templates as JSON numbers (float64), which toToml writes as 12.0, and triage's
+integer keys refuse a float: whole numbers become integers again, in place (a map is a
+reference; a list is rebuilt and set back into its map).
+*/}}
+{{- define "triage.wholeNumbers" -}}
+{{- $map := . -}}
+{{- range $key, $value := $map -}}
+{{- if and (kindIs "float64" $value) (eq $value (float64 (int64 $value))) -}}
+{{- $_ := set $map $key (int64 $value) -}}
+{{- else if kindIs "map" $value -}}
+{{- include "triage.wholeNumbers" $value -}}
+{{- else if kindIs "slice" $value -}}
+{{- $items := list -}}
+{{- range $item := $value -}}
+{{- if and (kindIs "float64" $item) (eq $item (float64 (int64 $item))) -}}
+{{- $items = append $items (int64 $item) -}}
+{{- else -}}
+{{- if kindIs "map" $item -}}{{- include "triage.wholeNumbers" $item -}}{{- end -}}
+{{- $items = append $items $item -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $map $key $items -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
