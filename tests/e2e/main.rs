@@ -36,6 +36,7 @@ mod error_statuses;
 mod errors_and_exits;
 mod frontend_tools;
 mod fuzz;
+mod helm_chart;
 mod holmes_config;
 mod images;
 mod litellm_proxy;

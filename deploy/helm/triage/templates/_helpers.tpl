@@ -145,17 +145,11 @@ name: {{ .name }}
 {{- end -}}
 {{- end -}}
 
-{{/* triage's own config file (TRIAGE_CONFIG): `triage.settings`, skills and webhooks. */}}
+{{/* triage's own config file (TRIAGE_CONFIG): `triage.settings` and `triage.webhooks`. */}}
 {{- define "triage.configFile" -}}
 {{- $settings := deepCopy (.Values.triage.settings | default dict) -}}
 {{- with .Values.triage.webhooks -}}
 {{- $_ := set $settings "webhooks" . -}}
-{{- end -}}
-{{- $paths := include "triage.skillPaths" . -}}
-{{- if $paths -}}
-{{- $skills := get $settings "skills" | default dict -}}
-{{- $_ := set $skills "paths" (splitList "," $paths) -}}
-{{- $_ := set $settings "skills" $skills -}}
 {{- end -}}
 {{- include "triage.wholeNumbers" $settings -}}
 {{- toToml $settings -}}
