@@ -67,7 +67,8 @@ impl Rendered {
     }
 
     fn container(&self) -> &Value {
-        &self.get("Deployment", &format!("{RELEASE}-triage"))["spec"]["template"]["spec"]["containers"][0]
+        &self.get("Deployment", &format!("{RELEASE}-triage"))["spec"]["template"]["spec"]["containers"]
+            [0]
     }
 
     fn env(&self, name: &str) -> Option<&Value> {
@@ -140,10 +141,16 @@ async fn render_ok(python: &Path, values: &[&Value]) -> Rendered {
 /// The render fails, and its message names `key`.
 async fn refused(python: &Path, values: Value, key: &str) {
     match render(python, &[&values]).await {
-        Ok(r) => panic!("{values} rendered ({}) but should fail naming {key}", r.names()),
+        Ok(r) => panic!(
+            "{values} rendered ({}) but should fail naming {key}",
+            r.names()
+        ),
         Err((stage, error)) => {
             assert_eq!(stage, "render", "{error}");
-            assert!(error.contains(key), "{values}: the error names {key}: {error}");
+            assert!(
+                error.contains(key),
+                "{values}: the error names {key}: {error}"
+            );
         }
     }
 }
@@ -161,7 +168,10 @@ async fn the_defaults_render_valid_objects_and_a_generated_api_key() {
     assert_eq!(service["spec"]["ports"][0]["port"], 80);
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "http");
     let c = r.container();
-    assert_eq!(c["ports"][0], json!({"name": "http", "containerPort": 5050, "protocol": "TCP"}));
+    assert_eq!(
+        c["ports"][0],
+        json!({"name": "http", "containerPort": 5050, "protocol": "TCP"})
+    );
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(
@@ -183,9 +193,18 @@ async fn the_defaults_render_valid_objects_and_a_generated_api_key() {
     let role = r.get("ClusterRole", &format!("{RELEASE}-triage-read"));
     for rule in role["rules"].as_array().unwrap() {
         for verb in rule["verbs"].as_array().unwrap() {
-            assert!(["get", "list", "watch"].contains(&verb.as_str().unwrap()), "{rule}");
+            assert!(
+                ["get", "list", "watch"].contains(&verb.as_str().unwrap()),
+                "{rule}"
+            );
         }
-        assert!(!rule["resources"].as_array().unwrap().contains(&json!("secrets")), "{rule}");
+        assert!(
+            !rule["resources"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("secrets")),
+            "{rule}"
+        );
     }
     let pods_rule = role["rules"]
         .as_array()
@@ -194,7 +213,12 @@ async fn the_defaults_render_valid_objects_and_a_generated_api_key() {
         .find(|rule| rule["apiGroups"] == json!([""]))
         .unwrap();
     for resource in ["pods", "pods/log", "events", "nodes", "namespaces"] {
-        assert!(pods_rule["resources"].as_array().unwrap().contains(&json!(resource)));
+        assert!(
+            pods_rule["resources"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(resource))
+        );
     }
 
     // No key given: one generated into a Secret, which the server's env takes, and NOTES says
@@ -216,12 +240,20 @@ async fn the_defaults_render_valid_objects_and_a_generated_api_key() {
     );
 
     // A key of their own: no generated key, no note about one.
-    let r = render_ok(&python, &[&json!({"auth": {"existingApiKeySecret": "our-key"}})]).await;
+    let r = render_ok(
+        &python,
+        &[&json!({"auth": {"existingApiKeySecret": "our-key"}})],
+    )
+    .await;
     assert_eq!(
         r.env("HOLMES_API_KEY").unwrap()["valueFrom"]["secretKeyRef"],
         json!({"name": "our-key", "key": "apiKey"})
     );
-    assert!(secret_data(r.get("Secret", &secret_name)).get("apiKey").is_none());
+    assert!(
+        secret_data(r.get("Secret", &secret_name))
+            .get("apiKey")
+            .is_none()
+    );
     assert!(!r.notes.contains("generated"), "{}", r.notes);
 }
 
@@ -254,10 +286,19 @@ async fn keys_triage_cannot_honour_fail_the_render_by_name() {
     };
     for (values, key) in [
         (json!({"operator": {"enabled": true}}), "operator.enabled"),
-        (json!({"mcpAddons": {"aws": {"enabled": true}}}), "mcpAddons.aws.enabled"),
-        (json!({"skillRepos": [{"url": "https://github.com/x/skills"}]}), "skillRepos"),
+        (
+            json!({"mcpAddons": {"aws": {"enabled": true}}}),
+            "mcpAddons.aws.enabled",
+        ),
+        (
+            json!({"skillRepos": [{"url": "https://github.com/x/skills"}]}),
+            "skillRepos",
+        ),
         (json!({"args": ["--config=/etc/holmes/x.yaml"]}), "args"),
-        (json!({"enablePostProcessing": true}), "enablePostProcessing"),
+        (
+            json!({"enablePostProcessing": true}),
+            "enablePostProcessing",
+        ),
         (json!({"auth": {"enabled": false}}), "auth.enabled"),
         (json!({"modellist": {}}), "\"modellist\""),
         (json!({"triage": {"replica": 2}}), "triage.replica"),
@@ -417,7 +458,10 @@ fn lay_out_volumes(r: &Rendered, root: &Path) -> Vec<String> {
                     .unwrap();
             }
         } else {
-            assert!(volume.get("emptyDir").is_some(), "only ConfigMaps and emptyDirs here: {volume}");
+            assert!(
+                volume.get("emptyDir").is_some(),
+                "only ConfigMaps and emptyDirs here: {volume}"
+            );
         }
         mounts.push(path.to_owned());
     }
@@ -426,7 +470,10 @@ fn lay_out_volumes(r: &Rendered, root: &Path) -> Vec<String> {
 
 /// The container's environment as the kubelet builds it: `envFrom` Secrets, then `env` (which
 /// wins), with `secretKeyRef`s read from the rendered and the user's Secrets.
-fn pod_env(r: &Rendered, secrets: &BTreeMap<String, BTreeMap<String, String>>) -> BTreeMap<String, String> {
+fn pod_env(
+    r: &Rendered,
+    secrets: &BTreeMap<String, BTreeMap<String, String>>,
+) -> BTreeMap<String, String> {
     let mut secrets = secrets.clone();
     for secret in r.objects.iter().filter(|o| o["kind"] == "Secret") {
         secrets.insert(
@@ -437,14 +484,21 @@ fn pod_env(r: &Rendered, secrets: &BTreeMap<String, BTreeMap<String, String>>) -
     let c = r.container();
     let mut env = BTreeMap::new();
     for from in c["envFrom"].as_array().into_iter().flatten() {
-        let name = from["secretRef"]["name"].as_str().unwrap_or_else(|| panic!("{from}"));
-        let secret = secrets.get(name).unwrap_or_else(|| panic!("no Secret {name}"));
+        let name = from["secretRef"]["name"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{from}"));
+        let secret = secrets
+            .get(name)
+            .unwrap_or_else(|| panic!("no Secret {name}"));
         env.extend(secret.clone());
     }
     for var in c["env"].as_array().unwrap() {
         let name = var["name"].as_str().unwrap().to_owned();
         let value = if let Some(value) = var.get("value") {
-            value.as_str().unwrap_or_else(|| panic!("{var}: strings only")).to_owned()
+            value
+                .as_str()
+                .unwrap_or_else(|| panic!("{var}: strings only"))
+                .to_owned()
         } else {
             let by = &var["valueFrom"]["secretKeyRef"];
             let secret = by["name"].as_str().unwrap_or_else(|| panic!("{var}"));
@@ -505,12 +559,18 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
     let models: Value = serde_norway::from_str(r.config_file("model_list.yaml")).unwrap();
     assert_eq!(models["gpt-4.1"]["api_key"], "{{ env.OPENAI_API_KEY }}");
     assert_eq!(models["sonnet"]["api_key"], "{{ env.ANTHROPIC_API_KEY }}");
-    assert_eq!(models["azure-gpt-4o"]["api_version"], "{{ env.AZURE_API_VERSION }}");
+    assert_eq!(
+        models["azure-gpt-4o"]["api_version"],
+        "{{ env.AZURE_API_VERSION }}"
+    );
     // Pod-spec keys of the values file are honoured.
     let pod = &r.get("Deployment", &format!("{RELEASE}-triage"))["spec"]["template"];
     assert_eq!(pod["spec"]["nodeSelector"]["kubernetes.io/os"], "linux");
     assert_eq!(pod["spec"]["tolerations"][0]["value"], "observability");
-    assert_eq!(pod["metadata"]["annotations"]["prometheus.io/scrape"], "true");
+    assert_eq!(
+        pod["metadata"]["annotations"]["prometheus.io/scrape"],
+        "true"
+    );
     assert_eq!(r.container()["resources"]["limits"]["memory"], "1024Mi");
 
     // The pod, here: its volumes under a root directory, its env from the Secrets; what
@@ -525,7 +585,10 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
         *value = reroot(value, &mounts, &root);
     }
     let api_key = env["HOLMES_API_KEY"].clone();
-    assert_eq!(env["HOLMES_HOST"], "0.0.0.0", "a cluster address, served with the generated key");
+    assert_eq!(
+        env["HOLMES_HOST"], "0.0.0.0",
+        "a cluster address, served with the generated key"
+    );
     env.insert("HOLMES_PORT".into(), port.to_string());
     env.insert("LLM_GATEWAY_URL".into(), llm.base_url());
     env.insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
@@ -546,11 +609,8 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
         .expect("triage serve starts");
     let base = format!("http://127.0.0.1:{port}");
     let client = http_client();
-    let ready = tokio::time::timeout(
-        Duration::from_secs(60),
-        wait_until_ready(&client, &base),
-    )
-    .await;
+    let ready =
+        tokio::time::timeout(Duration::from_secs(60), wait_until_ready(&client, &base)).await;
     if ready.is_err() || server.try_wait().ok().flatten().is_some() {
         panic!(
             "triage did not become ready with the rendered pod: {}",
@@ -565,7 +625,11 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
     };
 
     // The API key is the generated one: without it, 401.
-    let anonymous = client.get(format!("{base}/api/model")).send().await.unwrap();
+    let anonymous = client
+        .get(format!("{base}/api/model"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(anonymous.status(), 401);
 
     // The same models as the values' modelList.
@@ -592,7 +656,13 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
             .unwrap_or_default()
             .to_owned()
     };
-    for enabled in ["kubernetes", "internet", "bash", "skills", "kubernetes/pod-restarts"] {
+    for enabled in [
+        "kubernetes",
+        "internet",
+        "bash",
+        "skills",
+        "kubernetes/pod-restarts",
+    ] {
         assert_eq!(status(enabled), "enabled", "{enabled}: {info}");
     }
     // Prometheus at the values' URL (nothing listens there) and robusta (no equivalent):
@@ -600,18 +670,29 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
     for failed in ["prometheus", "robusta"] {
         assert_eq!(status(failed), "failed", "{failed}: {info}");
     }
-    // The MCP server too (its URL is closed here), once triage has tried it.
-    eventually("internal_docs to be tried", Duration::from_secs(30), || async {
-        let info = crate::helpers::json_body(get("/api/info").await.unwrap()).await;
-        let server = info["mcp_servers"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["name"] == "internal_docs"))
-            .cloned();
-        match server {
-            Some(s) if s["status"] == "failed" => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    // The MCP server too: tried at its URL (closed here), and reported with the error.
+    eventually(
+        "internal_docs to be tried",
+        Duration::from_secs(30),
+        || async {
+            let info = crate::helpers::json_body(get("/api/info").await.unwrap()).await;
+            let server = info["mcp_servers"]
+                .as_array()
+                .and_then(|s| s.iter().find(|s| s["name"] == "internal_docs"))
+                .cloned();
+            match server {
+                Some(s)
+                    if s["status"] == "disconnected"
+                        && s["last_error"]
+                            .as_str()
+                            .is_some_and(|e| e.contains("127.0.0.1:9/mcp")) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
 
     // A chat with the envRef model: the key from the user's Secret reaches the LLM, and the
@@ -633,8 +714,14 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
         "Bearer sk-openai-from-the-secret"
     );
     let request = llm.requests().last().unwrap().to_string();
-    assert!(request.contains("oom-kills"), "the skill is offered: {request}");
-    assert!(request.contains("pod_restarts"), "the custom tool is offered");
+    assert!(
+        request.contains("oom-kills"),
+        "the skill is offered: {request}"
+    );
+    assert!(
+        request.contains("pod_restarts"),
+        "the custom tool is offered"
+    );
 
     drop(server);
     let _ = std::fs::remove_dir_all(&root);

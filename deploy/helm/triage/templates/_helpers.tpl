@@ -111,7 +111,7 @@ recursively; the result is JSON (include returns strings).
 {{- $toolsets := deepCopy (.Values.toolsets | default dict) -}}
 {{- if .Values.k8sRBAC -}}
 {{- range $name := list "kubernetes/core" "kubernetes/logs" "bash" -}}
-{{- $_ := set $toolsets $name (merge (dict "enabled" false) (get $toolsets $name | default dict)) -}}
+{{- $_ := set $toolsets $name (mergeOverwrite (deepCopy (get $toolsets $name | default dict)) (dict "enabled" false)) -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml (dict "toolsets" $toolsets "mcp_servers" (.Values.mcp_servers | default dict)) -}}
