@@ -37,6 +37,7 @@ mod errors_and_exits;
 mod frontend_tools;
 mod fuzz;
 mod helm_chart;
+mod helm_deploy;
 mod holmes_config;
 mod images;
 mod litellm_proxy;

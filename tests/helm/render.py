@@ -16,7 +16,8 @@ import helm_python
 import kubernetes_validate
 import yaml
 
-# Lint severities (helm_python.lint): 3 is an error; warnings are reported, not failures.
+# Lint severities (helm_python.lint): 3 is an error, and strict linting makes warnings errors;
+# infos (such as "icon is recommended") are reported, not failures.
 LINT_ERROR = 3
 
 
@@ -55,7 +56,7 @@ def main():
     except helm_python.HelmError as e:
         answer(ok=False, stage="render", error=str(e))
 
-    report = helm_python.lint(args.chart, values, namespace=args.namespace)
+    report = helm_python.lint(args.chart, values, namespace=args.namespace, strict=True)
     errors = [m for m in report.get("messages", []) if m.get("severity") == LINT_ERROR]
     if errors or report.get("errors"):
         answer(ok=False, stage="lint", error=json.dumps(errors + report.get("errors", [])))
