@@ -323,6 +323,10 @@ async fn keys_triage_cannot_honour_fail_the_render_by_name() {
             "customClusterRoleRules[0].verbs",
         ),
         (json!({"tls": {"enabled": true}}), "tls.secretName"),
+        (
+            json!({"customSkills": {"runbook": {"content": "Restart it."}}}),
+            "customSkills.runbook.content",
+        ),
     ] {
         refused(&python, values, key).await;
     }
@@ -420,4 +424,80 @@ async fn k8s_rbac_turns_off_the_kubernetes_and_bash_toolsets() {
         assert_eq!(file["toolsets"][name]["enabled"], false, "{name}: {file}");
     }
     assert_eq!(file["toolsets"]["internet"]["enabled"], true);
+}
+
+#[tokio::test]
+async fn the_data_volume_and_skill_directories_follow_the_values() {
+    let Some(python) = venv_python("the_data_volume_and_skill_directories_follow_the_values")
+    else {
+        return;
+    };
+    let values = json!({
+        "customSkillPaths": ["/skills/team"],
+        "customSkills": {"oom": {"content": "---\nname: oom\ndescription: d\n---\n"}},
+        "triage": {"persistence": {"enabled": true, "size": "5Gi"},
+                   "settings": {"skills": {"paths": ["/skills/ops"]}}},
+    });
+    let r = render_ok(&python, &[&values]).await;
+    let claim = format!("{RELEASE}-triage-data");
+    assert_eq!(
+        r.get("PersistentVolumeClaim", &claim)["spec"]["resources"]["requests"]["storage"],
+        "5Gi"
+    );
+    let volumes =
+        &r.get("Deployment", &format!("{RELEASE}-triage"))["spec"]["template"]["spec"]["volumes"];
+    let data = volumes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "data")
+        .unwrap();
+    assert_eq!(data["persistentVolumeClaim"]["claimName"], claim.as_str());
+    // Every directory, in one list: the env replaces triage.toml's skills.paths, so it
+    // carries those too. A frontmatter with a name keeps it.
+    assert_eq!(
+        r.env("TRIAGE_SKILLS__PATHS").unwrap()["value"],
+        "[/skills/ops,/skills/team,/etc/holmes/skills]"
+    );
+    let skills = r.get("ConfigMap", &format!("{RELEASE}-triage-skills"));
+    assert_eq!(
+        skills["data"]["oom.SKILL.md"],
+        "---\nname: oom\ndescription: d\n---\n"
+    );
+}
+
+#[test]
+fn the_renderer_script_names_a_python_too_old() {
+    let dir = scratch().join(format!("old-python-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let python = dir.join("python3");
+    std::fs::write(
+        &python,
+        "#!/bin/sh\n[ \"$1\" = --version ] && echo 'Python 3.8.10'\nexit 1\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&python)
+        .status()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/helm"))
+        .env("PATH", path)
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("Python >= 3.10") && err.contains("Python 3.8.10"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no venv path printed");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -117,9 +117,12 @@ recursively; the result is JSON (include returns strings).
 {{- toYaml (dict "toolsets" $toolsets "mcp_servers" (.Values.mcp_servers | default dict)) -}}
 {{- end -}}
 
-{{/* Directories of SKILL.md files: customSkillPaths, then the mounted customSkills. */}}
+{{/*
+Directories of SKILL.md files: triage.settings' skills.paths (the env set from this list
+replaces that key), customSkillPaths, then the mounted customSkills.
+*/}}
 {{- define "triage.skillPaths" -}}
-{{- $paths := .Values.customSkillPaths | default list -}}
+{{- $paths := concat (dig "skills" "paths" list (.Values.triage.settings | default dict)) (.Values.customSkillPaths | default list) -}}
 {{- if .Values.customSkills -}}
 {{- $paths = append $paths "/etc/holmes/skills" -}}
 {{- end -}}
