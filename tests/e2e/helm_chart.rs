@@ -246,11 +246,7 @@ async fn the_defaults_render_valid_objects_and_a_generated_api_key() {
         r.env("HOLMES_API_KEY").unwrap()["valueFrom"]["secretKeyRef"],
         json!({"name": "our-key", "key": "apiKey"})
     );
-    assert!(
-        secret_data(r.get("Secret", &secret_name))
-            .get("apiKey")
-            .is_none()
-    );
+    assert!(!secret_data(r.get("Secret", &secret_name)).contains_key("apiKey"));
     assert!(!r.notes.contains("generated"), "{}", r.notes);
 
     // The holmes chart's own image and telemetry keys: accepted, and named as unused.
