@@ -13,7 +13,10 @@ use serde_json::{Value, json};
 use crate::helm_chart::{HOLMES_VALUES, RELEASE, Rendered, render_with, secret_data, venv_python};
 use crate::helpers::{eventually, free_port, http_client, scratch, wait_until_ready};
 use crate::kube_standin;
+use crate::webhook_receiver::Receiver;
 use fake_llm::{FakeLlm, Step};
+
+const WEBHOOK_SIGNING_SECRET: &str = "signing-secret-from-the-secret";
 
 /// The Secrets a HolmesGPT user created before installing (the fixture's comments).
 fn users_secrets() -> BTreeMap<String, BTreeMap<String, String>> {
@@ -31,6 +34,7 @@ fn users_secrets() -> BTreeMap<String, BTreeMap<String, String>> {
                 ("AZURE_API_KEY", "azure-from-the-secret"),
                 ("ANTHROPIC_API_KEY", "sk-ant-from-the-secret"),
                 ("WEBHOOK_TOKEN", "webhook-token-from-the-secret"),
+                ("WEBHOOK_SIGNING_SECRET", WEBHOOK_SIGNING_SECRET),
             ]),
         ),
         (
@@ -152,9 +156,11 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
         return;
     };
     // The values file unchanged, and triage's own keys beside it.
+    let receiver = Receiver::up(WEBHOOK_SIGNING_SECRET).await;
     let triage_keys = json!({"triage": {
         "settings": {"agent": {"max_steps": 12}},
-        "webhooks": [{"name": "ops", "base_url": "http://127.0.0.1:9/hooks", "token": "${WEBHOOK_TOKEN}"}],
+        "webhooks": [{"name": "ops", "base_url": receiver.url(), "token": "${WEBHOOK_TOKEN}",
+                      "signing_secret": "${WEBHOOK_SIGNING_SECRET}"}],
     }});
     let r = render_with(&python, Some(HOLMES_VALUES), &[&triage_keys])
         .await
@@ -327,6 +333,31 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
         request.contains("pod_restarts"),
         "the custom tool is offered"
     );
+
+    // triage's own keys: the webhook from triage.webhooks, its token and signing secret
+    // named by env and read from the user's Secret, and the conversation store in the data
+    // volume.
+    let created = client
+        .post(format!("{base}/api/conversations"))
+        .header("X-API-Key", &api_key)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let got = receiver
+        .wait_for(Duration::from_secs(30), |got| {
+            got.iter().any(|g| g.path == "/conversations")
+        })
+        .await;
+    let delivery = got.iter().find(|g| g.path == "/conversations").unwrap();
+    assert_eq!(
+        delivery.token.as_deref(),
+        Some("webhook-token-from-the-secret")
+    );
+    assert!(delivery.signature_ok, "signed with the Secret's key");
+    assert!(root.join("var/lib/triage/triage.db").is_file());
 
     drop(server);
     let _ = std::fs::remove_dir_all(&root);
