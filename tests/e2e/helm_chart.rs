@@ -87,21 +87,20 @@ impl Rendered {
 /// Renders the chart with the values files in order (`helm -f a -f b`): the objects, or the
 /// stage that refused and its message.
 async fn render(python: &Path, values: &[&Value]) -> Result<Rendered, (String, String)> {
-    render_with(python, None, values).await
+    render_with(python, &[], values).await
 }
 
+/// The same with more of render.py's arguments (`--values FILE`, `--kubeconfig FILE`) first.
 pub(crate) async fn render_with(
     python: &Path,
-    file: Option<&str>,
+    args: &[&str],
     values: &[&Value],
 ) -> Result<Rendered, (String, String)> {
     let dir = scratch().join(format!("helm-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut cmd = tokio::process::Command::new(python);
     cmd.args([RENDER, CHART, "--name", RELEASE, "--namespace", NAMESPACE]);
-    if let Some(file) = file {
-        cmd.args(["--values", file]);
-    }
+    cmd.args(args);
     for (i, v) in values.iter().enumerate() {
         let path = dir.join(format!("values-{i}.json"));
         std::fs::write(&path, v.to_string()).unwrap();

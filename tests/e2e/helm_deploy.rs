@@ -162,7 +162,7 @@ async fn a_holmes_values_file_from_their_docs_deploys_to_a_triage_with_the_same_
         "webhooks": [{"name": "ops", "base_url": receiver.url(), "token": "${WEBHOOK_TOKEN}",
                       "signing_secret": "${WEBHOOK_SIGNING_SECRET}"}],
     }});
-    let r = render_with(&python, Some(HOLMES_VALUES), &[&triage_keys])
+    let r = render_with(&python, &["--values", HOLMES_VALUES], &[&triage_keys])
         .await
         .unwrap_or_else(|(stage, error)| panic!("{stage} failed: {error}"));
 

@@ -38,6 +38,7 @@ mod frontend_tools;
 mod fuzz;
 mod helm_chart;
 mod helm_deploy;
+mod helm_upgrade;
 mod holmes_config;
 mod images;
 mod litellm_proxy;

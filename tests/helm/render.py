@@ -1,6 +1,9 @@
 """Renders deploy/helm/triage with Helm's own engine, lints it and validates every object.
 
-    python render.py CHART [--values FILE]... [--name NAME] [--namespace NS]
+    python render.py CHART [--values FILE]... [--name NAME] [--namespace NS] [--kubeconfig F]
+
+With --kubeconfig the render is an upgrade's, cluster-aware: `lookup` reads that cluster (and
+nothing else contacts it); without, `lookup` finds nothing, as under `helm template`.
 
 Values files are YAML (JSON is YAML too), merged in order as `helm -f a -f b` merges them.
 Prints one JSON object: {"ok": true, "objects": [...], "notes": "...", "lint": [...],
@@ -37,6 +40,7 @@ def main():
     parser.add_argument("--values", action="append", default=[])
     parser.add_argument("--name", default="triage")
     parser.add_argument("--namespace", default="default")
+    parser.add_argument("--kubeconfig")
     args = parser.parse_args()
 
     values = {}
@@ -50,9 +54,17 @@ def main():
 
     try:
         with helm_python.Chart.load(args.chart) as chart:
-            manifests = chart.render(
-                values, name=args.name, namespace=args.namespace, is_install=True
-            )
+            if args.kubeconfig:
+                with helm_python.Config(
+                    kubeconfig_path=args.kubeconfig, namespace=args.namespace
+                ) as cluster:
+                    manifests = cluster.render(
+                        chart, values, name=args.name, namespace=args.namespace, is_upgrade=True
+                    )
+            else:
+                manifests = chart.render(
+                    values, name=args.name, namespace=args.namespace, is_install=True
+                )
     except helm_python.HelmError as e:
         answer(ok=False, stage="render", error=str(e))
 
