@@ -319,6 +319,11 @@ async fn keys_triage_cannot_honour_fail_the_render_by_name() {
         ),
         (json!({"tls": {"enabled": true}}), "tls.secretName"),
         (
+            json!({"triage": {"webhooks": [{"name": "a", "base_url": "http://a"}],
+                              "settings": {"webhooks": [{"name": "b", "base_url": "http://b"}]}}}),
+            "triage.settings.webhooks",
+        ),
+        (
             json!({"customSkills": {"runbook": {"content": "Restart it."}}}),
             "customSkills.runbook.content",
         ),

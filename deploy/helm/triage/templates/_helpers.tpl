@@ -152,7 +152,10 @@ name: {{ .name }}
 {{- define "triage.configFile" -}}
 {{- $settings := deepCopy (.Values.triage.settings | default dict) -}}
 {{- with .Values.triage.webhooks -}}
-{{- $_ := set $settings "webhooks" . -}}
+{{- if hasKey $settings "webhooks" -}}
+{{- fail "triage.webhooks and triage.settings.webhooks: list the receivers in one of them" -}}
+{{- end -}}
+{{- $_ := set $settings "webhooks" (deepCopy .) -}}
 {{- end -}}
 {{- include "triage.wholeNumbers" $settings -}}
 {{- toToml $settings -}}
