@@ -29,6 +29,7 @@ use crate::tools::{self, ToolsetStatus};
 
 mod credentials;
 mod reload;
+pub use reload::SettingsSource;
 mod store_files;
 mod toolsets;
 use crate::runtime::install_crypto_provider;
@@ -329,7 +330,7 @@ impl Application {
     /// An application whose admin reload takes its settings from `source`.
     pub async fn build_with_source(
         settings: Settings,
-        source: reload::SettingsSource,
+        source: SettingsSource,
     ) -> Result<Application, StartupError> {
         let server = &settings.server;
         let keys = server.all_api_keys();
