@@ -13,7 +13,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 const METADATA_NAMES: &[&str] = &[
     "metadata",
     "metadata.google.internal",
-    "metadata.goog",
     "instance-data",
     "instance-data.ec2.internal",
 ];
