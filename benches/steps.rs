@@ -135,7 +135,11 @@ fn agent() -> Arc<Agent> {
         )
         .with_scripted(provider),
         prompts: Arc::new(Prompts::new(&PromptInputs::default(), None, None).expect("prompts")),
-        tools: Arc::new(ToolRegistry::new(vec![Toolset::enabled("bench", "", vec![Arc::new(noop)])])),
+        tools: Arc::new(ToolRegistry::new(vec![Toolset::enabled(
+            "bench",
+            "",
+            vec![Arc::new(noop)],
+        )])),
         options: AgentOptions {
             max_steps: 40,
             tool_budget_pct: 15.0,

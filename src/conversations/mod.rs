@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::agent::{
-    Agent, CurrentAgent, PendingCall, RunConfig, RunError, RunErrorKind, RunMasker, RunState, SecretMasker,
-    Waiting,
+    Agent, CurrentAgent, PendingCall, RunConfig, RunError, RunErrorKind, RunMasker, RunState,
+    SecretMasker, Waiting,
 };
 use crate::conversation_domain::ConversationStatus;
 use crate::store::{ConversationQuery, ConversationRow, Snapshot, Store, StoreError};

@@ -109,7 +109,8 @@ impl Conversations {
         }
         let config: StoredConfig = from_json(&row.config)?;
         let mut state: RunState = from_json(&row.state)?;
-        self.agent().add_user_message(&config.run, &mut state, user)?;
+        self.agent()
+            .add_user_message(&config.run, &mut state, user)?;
         // The message as the LLM will read it goes to the log too, so the log alone rebuilds
         // the history (a fork from an earlier event folds it); both masked, as a run's events.
         let masker = self.masker(&config);

@@ -72,10 +72,7 @@ pub async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
             disabled: count(ToolsetState::Disabled),
         },
         toolsets,
-        sandbox: agent
-            .tools
-            .sandbox()
-            .map(crate::sandbox::Sandbox::describe),
+        sandbox: agent.tools.sandbox().map(crate::sandbox::Sandbox::describe),
         // A server's last error quotes its stderr and URLs: through the masker.
         mcp_servers: agent
             .tools

@@ -105,10 +105,7 @@ impl Reload for Reloader {
             let main = rebuild.main.clone();
             main.block_on(async move { rebuild.rebuild(scope).await.map_err(|e| e.to_string()) })
         });
-        Box::pin(async move {
-            done.await
-                .map_err(|e| format!("the reload stopped: {e}"))?
-        })
+        Box::pin(async move { done.await.map_err(|e| format!("the reload stopped: {e}"))? })
     }
 }
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use triage::config::HolmesFiles;
 
-use crate::helpers::{TestApp, eventually, json_body, scratch, spawn_app_reloadable, spawn_app_with};
+use crate::helpers::{
+    TestApp, eventually, json_body, scratch, spawn_app_reloadable, spawn_app_with,
+};
 use fake_llm::{Step, When};
 
 const ADMIN_ON: &str = "[admin]\nenabled = true\n";
@@ -62,7 +64,11 @@ async fn app_with_model_list(extra: &str) -> (TestApp, PathBuf) {
 #[tokio::test]
 async fn reloading_models_serves_the_new_model_list() {
     let (app, list) = app_with_model_list("").await;
-    std::fs::write(&list, model_list(&app.llm.base_url(), &[("first", "first-model")])).unwrap();
+    std::fs::write(
+        &list,
+        model_list(&app.llm.base_url(), &[("first", "first-model")]),
+    )
+    .unwrap();
     // Nothing changes until the reload.
     assert!(!model_keys(&app).await.contains(&"first".to_owned()));
     let (status, body) = post(&app, "/api/admin/reload/models").await;
@@ -71,18 +77,30 @@ async fn reloading_models_serves_the_new_model_list() {
     assert_eq!(body["component"], "models");
     assert_eq!(body["counts"]["models"], 2, "{body}");
     let keys = model_keys(&app).await;
-    assert!(keys.contains(&"first".to_owned()) && keys.contains(&"fake".to_owned()), "{keys:?}");
+    assert!(
+        keys.contains(&"first".to_owned()) && keys.contains(&"fake".to_owned()),
+        "{keys:?}"
+    );
     assert!(!keys.contains(&"placeholder".to_owned()), "{keys:?}");
 
-    std::fs::write(&list, model_list(&app.llm.base_url(), &[("second", "second-model")])).unwrap();
+    std::fs::write(
+        &list,
+        model_list(&app.llm.base_url(), &[("second", "second-model")]),
+    )
+    .unwrap();
     let (status, body) = post(&app, "/api/admin/reload").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["component"], "all");
     let keys = model_keys(&app).await;
-    assert!(keys.contains(&"second".to_owned()) && !keys.contains(&"first".to_owned()), "{keys:?}");
+    assert!(
+        keys.contains(&"second".to_owned()) && !keys.contains(&"first".to_owned()),
+        "{keys:?}"
+    );
     // The new model answers.
     app.llm.push(Step::text("hello from second"));
-    let (status, answer) = app.chat_json(&json!({"ask": "hi", "model": "second"})).await;
+    let (status, answer) = app
+        .chat_json(&json!({"ask": "hi", "model": "second"}))
+        .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(app.llm.requests().last().unwrap()["model"], "second-model");
 }
@@ -116,9 +134,11 @@ async fn a_request_in_flight_during_a_reload_finishes_on_the_old_model() {
             (resp.status().as_u16(), json_body(resp).await)
         })
     };
-    eventually("the old model's call to start", Duration::from_secs(10), || async {
-        old.request_count() == 1
-    })
+    eventually(
+        "the old model's call to start",
+        Duration::from_secs(10),
+        || async { old.request_count() == 1 },
+    )
     .await;
     std::fs::write(&list, model_list(&base, &[("triage", "new-model")])).unwrap();
     let (status, body) = post(&app, "/api/admin/reload/models").await;
@@ -127,7 +147,9 @@ async fn a_request_in_flight_during_a_reload_finishes_on_the_old_model() {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["analysis"], "answered by the old model");
     // The next request takes the new configuration.
-    let (status, answer) = app.chat_json(&json!({"ask": "second", "model": "triage"})).await;
+    let (status, answer) = app
+        .chat_json(&json!({"ask": "second", "model": "triage"}))
+        .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["analysis"], "answered by the new model");
     assert_eq!((old.request_count(), new.request_count()), (1, 1));
@@ -136,17 +158,21 @@ async fn a_request_in_flight_during_a_reload_finishes_on_the_old_model() {
 #[tokio::test]
 async fn a_broken_file_answers_500_and_the_old_configuration_keeps_serving() {
     let (app, list) = app_with_model_list("").await;
-    std::fs::write(&list, model_list(&app.llm.base_url(), &[("kept", "kept-model")])).unwrap();
+    std::fs::write(
+        &list,
+        model_list(&app.llm.base_url(), &[("kept", "kept-model")]),
+    )
+    .unwrap();
     assert_eq!(post(&app, "/api/admin/reload/models").await.0, 200);
-    for broken in [
-        "kept: [this is: not: a model\n",
-        "kept: not a mapping\n",
-    ] {
+    for broken in ["kept: [this is: not: a model\n", "kept: not a mapping\n"] {
         std::fs::write(&list, broken).unwrap();
         let (status, body) = post(&app, "/api/admin/reload/models").await;
         assert_eq!(status, 500, "{body}");
         let detail = body["detail"].as_str().unwrap();
-        assert!(detail.contains("previous configuration is still serving"), "{detail}");
+        assert!(
+            detail.contains("previous configuration is still serving"),
+            "{detail}"
+        );
         assert!(detail.contains("model"), "{detail}");
         let keys = model_keys(&app).await;
         assert!(keys.contains(&"kept".to_owned()), "{keys:?}");
@@ -201,13 +227,21 @@ async fn the_admin_api_is_404_when_off() {
     ] {
         let (status, body) = post(&app, path).await;
         assert_eq!(status, 404, "{path}: {body}");
-        assert!(body["detail"].as_str().unwrap().contains("ENABLE_ADMIN_API"));
+        assert!(
+            body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("ENABLE_ADMIN_API")
+        );
     }
 }
 
 #[tokio::test]
 async fn reloads_need_the_api_key() {
-    let app = spawn_app_with(&format!("{ADMIN_ON}[server]\napi_keys = [\"admin-key-1\"]\n")).await;
+    let app = spawn_app_with(&format!(
+        "{ADMIN_ON}[server]\napi_keys = [\"admin-key-1\"]\n"
+    ))
+    .await;
     let (status, _) = post(&app, "/api/admin/reload/models").await;
     assert_eq!(status, 401);
     let resp = app

@@ -15,9 +15,7 @@ const SERVER_SLACK_TOKEN: &str = "xoxb-server-token-0451";
 const HEADER_SECRET: &str = "hook-secret-9f2c";
 
 async fn execute(app: &TestApp, body: &Value) -> (u16, Value) {
-    let resp = app
-        .post_raw("/api/checks/execute", body.to_string())
-        .await;
+    let resp = app.post_raw("/api/checks/execute", body.to_string()).await;
     let status = resp.status().as_u16();
     (status, json_body(resp).await)
 }
@@ -41,7 +39,8 @@ async fn app_with(fakes: &Fakes) -> TestApp {
 async fn a_passing_check_is_pass_its_answer_held_to_the_verdict_schema() {
     let fakes = Fakes::start().await;
     let app = app_with(&fakes).await;
-    app.llm.push(verdict(true, "All 3 pods in payments are Running."));
+    app.llm
+        .push(verdict(true, "All 3 pods in payments are Running."));
     let (status, body) = execute(
         &app,
         &json!({"name": "payments-pods", "query": "Are all pods in namespace payments running?",
@@ -56,11 +55,17 @@ async fn a_passing_check_is_pass_its_answer_held_to_the_verdict_schema() {
         "Check passed. All 3 pods in payments are Running."
     );
     assert_eq!(body["model_used"], "fake");
-    assert!(body["error"].is_null() && body["notifications"].is_null(), "{body}");
+    assert!(
+        body["error"].is_null() && body["notifications"].is_null(),
+        "{body}"
+    );
     assert!(body["duration"].as_f64().unwrap() > 0.0);
     // The core sent the verdict's schema and the question as the user's message.
     let sent = &app.llm.requests()[0];
-    assert_eq!(sent["response_format"]["json_schema"]["name"], "check_response");
+    assert_eq!(
+        sent["response_format"]["json_schema"]["name"],
+        "check_response"
+    );
     let schema = &sent["response_format"]["json_schema"]["schema"];
     assert_eq!(schema["required"], json!(["rationale", "passed"]));
     let messages = sent["messages"].as_array().unwrap();
@@ -124,7 +129,12 @@ async fn a_failing_check_in_alert_mode_notifies_each_destination_in_its_document
         format!("Bearer {SERVER_SLACK_TOKEN}")
     );
     assert_eq!(slack[0].body["channel"], "#alerts");
-    assert!(slack[0].body["text"].as_str().unwrap().contains("payments-pods"));
+    assert!(
+        slack[0].body["text"]
+            .as_str()
+            .unwrap()
+            .contains("payments-pods")
+    );
 
     let pd = fakes.to("/v2/enqueue");
     assert_eq!(pd.len(), 1);
@@ -149,9 +159,17 @@ async fn a_failing_check_in_alert_mode_notifies_each_destination_in_its_document
     let templated = fakes.to("/hook/templated");
     assert_eq!(templated.len(), 1);
     let t = &templated[0];
-    assert_eq!(t.headers["authorization"], format!("Bearer {HEADER_SECRET}"));
+    assert_eq!(
+        t.headers["authorization"],
+        format!("Bearer {HEADER_SECRET}")
+    );
     assert_eq!(t.headers["x-team"], "payments");
-    assert!(t.headers["content-type"].to_str().unwrap().starts_with("application/json"));
+    assert!(
+        t.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
     // The template's shape, the model's text inside one string, never read again.
     assert_eq!(
         t.body,
@@ -160,7 +178,12 @@ async fn a_failing_check_in_alert_mode_notifies_each_destination_in_its_document
     );
     // No credential comes back in the answer.
     let text = answer.to_string();
-    for secret in [SERVER_SLACK_TOKEN, ROUTING_KEY, HEADER_SECRET, "in-the-path"] {
+    for secret in [
+        SERVER_SLACK_TOKEN,
+        ROUTING_KEY,
+        HEADER_SECRET,
+        "in-the-path",
+    ] {
         assert!(!text.contains(secret), "{secret} in {text}");
     }
 }
@@ -169,7 +192,8 @@ async fn a_failing_check_in_alert_mode_notifies_each_destination_in_its_document
 async fn monitor_mode_never_notifies_and_failed_deliveries_are_reported_not_raised() {
     let fakes = Fakes::start().await;
     let app = app_with(&fakes).await;
-    app.llm.push(verdict(false, "the deployment has 0 ready replicas"));
+    app.llm
+        .push(verdict(false, "the deployment has 0 ready replicas"));
     let (status, answer) = execute(
         &app,
         &json!({"query": "Is checkout available?", "destinations": ["slack",
@@ -184,7 +208,8 @@ async fn monitor_mode_never_notifies_and_failed_deliveries_are_reported_not_rais
     // Alert mode: Slack refuses the channel with 200 + ok:false (a failure), a receiver
     // answers 500, a name alone uses the server's Slack settings, and PagerDuty refuses a key
     // of the wrong length: each is its own outcome; the verdict stands.
-    app.llm.push(verdict(false, "the deployment has 0 ready replicas"));
+    app.llm
+        .push(verdict(false, "the deployment has 0 ready replicas"));
     let (status, answer) = execute(
         &app,
         &json!({"query": "Is checkout available?", "mode": "alert", "destinations": [
@@ -199,17 +224,34 @@ async fn monitor_mode_never_notifies_and_failed_deliveries_are_reported_not_rais
     assert_eq!(answer["status"], "fail");
     let notes = answer["notifications"].as_array().unwrap();
     assert_eq!(notes[0]["status"], "failed", "{answer}");
-    assert!(notes[0]["error"].as_str().unwrap().contains("channel_not_found"));
+    assert!(
+        notes[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("channel_not_found")
+    );
     assert_eq!(notes[1]["status"], "failed");
-    assert!(notes[1]["error"].as_str().unwrap().contains("HTTP 500"), "{answer}");
+    assert!(
+        notes[1]["error"].as_str().unwrap().contains("HTTP 500"),
+        "{answer}"
+    );
     assert_eq!(notes[2]["status"], "sent");
     assert_eq!(notes[2]["channel"], "#server-default");
     assert_eq!(notes[3]["status"], "failed");
-    assert!(notes[3]["error"].as_str().unwrap().contains("routing_key"), "{answer}");
+    assert!(
+        notes[3]["error"].as_str().unwrap().contains("routing_key"),
+        "{answer}"
+    );
     let slack = fakes.to("/api/chat.postMessage");
-    assert_eq!(slack[0].headers["authorization"], "Bearer xoxb-request-token-77");
+    assert_eq!(
+        slack[0].headers["authorization"],
+        "Bearer xoxb-request-token-77"
+    );
     let text = answer.to_string();
-    assert!(!text.contains("xoxb-") && !text.contains("short-key-0001"), "{text}");
+    assert!(
+        !text.contains("xoxb-") && !text.contains("short-key-0001"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -242,7 +284,10 @@ async fn a_check_past_its_timeout_is_error_and_its_llm_call_is_cancelled() {
     let took = started.elapsed();
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["status"], "error", "{answer}");
-    assert!(answer["error"].as_str().unwrap().contains("timeout of 1 s"), "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("timeout of 1 s"),
+        "{answer}"
+    );
     assert!(took < Duration::from_secs(4), "{took:?}");
     let d = answer["duration"].as_f64().unwrap();
     assert!((1.0..3.0).contains(&d), "{d}");
@@ -270,8 +315,19 @@ async fn a_model_that_will_not_answer_json_is_error_not_fail() {
     .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["status"], "error", "{answer}");
-    assert!(answer["error"].as_str().unwrap().contains("response_format"), "{answer}");
-    assert!(answer["message"].as_str().unwrap().starts_with("Check errored:"));
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("response_format"),
+        "{answer}"
+    );
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Check errored:")
+    );
     assert_eq!(app.llm.request_count(), 2, "one repair round");
     assert!(fakes.got().is_empty(), "no verdict, no notification");
 }
@@ -286,13 +342,17 @@ async fn a_risky_tool_call_is_refused_and_the_model_reads_why() {
         "bash",
         json!({"command": format!("touch {}", marker.display())}),
     ));
-    app.llm.push(verdict(false, "could not restart; the check fails"));
+    app.llm
+        .push(verdict(false, "could not restart; the check fails"));
     let (status, answer) = execute(&app, &json!({"query": "Restart payments; is it up?"})).await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["status"], "fail");
     assert!(!marker.exists(), "the refused command ran");
     let second = app.llm_messages(1);
-    let tool = second.iter().find(|m| m["role"] == "tool").expect("a tool result");
+    let tool = second
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("a tool result");
     assert!(
         tool["content"]
             .as_str()
@@ -312,21 +372,69 @@ async fn bad_input_is_refused_precisely_before_the_model_is_asked() {
         (json!({"query": huge}), 422, "at most 10000"),
         (json!({"query": "q", "timeout": 0}), 422, "`timeout`"),
         (json!({"query": "q", "timeout": -5}), 422, "`timeout`"),
-        (json!({"query": "q", "timeout": 86400}), 422, "checks.max_timeout_secs"),
+        (
+            json!({"query": "q", "timeout": 86400}),
+            422,
+            "checks.max_timeout_secs",
+        ),
         (json!({"query": "q", "timeout": "soon"}), 422, "timeout"),
         (json!({"query": "q", "mode": "panic"}), 422, "mode"),
         (json!({"query": "q", "model": "nope"}), 400, "nope"),
-        (json!({"query": "q", "destinations": ["carrier-pigeon"]}), 422, "unknown destination type"),
-        (json!({"query": "q", "destinations": [{"type": "slack", "config": {"chanel": "#a"}}]}), 422, "config.chanel"),
-        (json!({"query": "q", "destinations": [{"type": "pagerduty"}]}), 422, "routing_key"),
-        (json!({"query": "q", "destinations": [{"type": "webhook", "config": {}}]}), 422, "config.url"),
-        (json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "file:///etc/passwd"}}]}), 422, "http or https"),
-        (json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://169.254.169.254/latest/meta-data/"}}]}), 422, "link-local"),
-        (json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://[fd00:ec2::254]/"}}]}), 422, "metadata"),
-        (json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://metadata.google.internal/computeMetadata/v1/"}}]}), 422, "metadata"),
-        (json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://user:pw@example.com/"}}]}), 422, "credentials"),
-        (json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://example.com/", "headers": {"Authorization": 5}}}]}), 422, "config.headers.Authorization"),
-        (json!({"query": "q", "destinations": ["slack", "slack", "slack", "slack", "slack", "slack", "slack", "slack", "slack", "slack", "slack"]}), 422, "at most 10"),
+        (
+            json!({"query": "q", "destinations": ["carrier-pigeon"]}),
+            422,
+            "unknown destination type",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "slack", "config": {"chanel": "#a"}}]}),
+            422,
+            "config.chanel",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "pagerduty"}]}),
+            422,
+            "routing_key",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "webhook", "config": {}}]}),
+            422,
+            "config.url",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "file:///etc/passwd"}}]}),
+            422,
+            "http or https",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://169.254.169.254/latest/meta-data/"}}]}),
+            422,
+            "link-local",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://[fd00:ec2::254]/"}}]}),
+            422,
+            "metadata",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://metadata.google.internal/computeMetadata/v1/"}}]}),
+            422,
+            "metadata",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://user:pw@example.com/"}}]}),
+            422,
+            "credentials",
+        ),
+        (
+            json!({"query": "q", "destinations": [{"type": "webhook", "config": {"url": "http://example.com/", "headers": {"Authorization": 5}}}]}),
+            422,
+            "config.headers.Authorization",
+        ),
+        (
+            json!({"query": "q", "destinations": ["slack", "slack", "slack", "slack", "slack", "slack", "slack", "slack", "slack", "slack", "slack"]}),
+            422,
+            "at most 10",
+        ),
     ];
     for (body, expected, says) in cases {
         let (status, answer) = execute(&app, &body).await;

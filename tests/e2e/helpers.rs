@@ -172,10 +172,7 @@ pub async fn spawn_app_adjusted(
 /// `spawn_app_holmes` whose admin reload (`[admin] enabled = true` in `extras`) reads its
 /// settings again as `serve` does: HolmesGPT's files and the TOML layers, and the files they
 /// name (the model list).
-pub async fn spawn_app_reloadable(
-    holmes: triage::config::HolmesFiles,
-    extras: &[&str],
-) -> TestApp {
+pub async fn spawn_app_reloadable(holmes: triage::config::HolmesFiles, extras: &[&str]) -> TestApp {
     let llm = FakeLlm::start().await;
     let data_dir = test_data_dir();
     let layers = test_layers(&llm, &data_dir, extras);

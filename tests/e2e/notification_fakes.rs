@@ -132,7 +132,10 @@ async fn pagerduty(State(record): State<Record>, headers: HeaderMap, body: Bytes
         errors.push("'event_action' is invalid (must be one of: trigger, acknowledge, resolve)");
     }
     let p = &b["payload"];
-    if !p["summary"].as_str().is_some_and(|s| !s.is_empty() && s.len() <= 1024) {
+    if !p["summary"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty() && s.len() <= 1024)
+    {
         errors.push("'payload.summary' is missing or blank");
     }
     if !p["source"].as_str().is_some_and(|s| !s.is_empty()) {
@@ -168,7 +171,13 @@ async fn pagerduty(State(record): State<Record>, headers: HeaderMap, body: Bytes
 async fn hook(State(record): State<Record>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_owned();
     let failing = path.starts_with("/hook/fail");
-    keep(&record, &path, &headers, &body, if failing { "500" } else { "ok" });
+    keep(
+        &record,
+        &path,
+        &headers,
+        &body,
+        if failing { "500" } else { "ok" },
+    );
     if failing {
         (StatusCode::INTERNAL_SERVER_ERROR, "receiver broken").into_response()
     } else {

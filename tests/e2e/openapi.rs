@@ -470,22 +470,31 @@ async fn check_and_reload_answers_match_their_schemas() {
     let app = spawn_app_with("[admin]\nenabled = true\n").await;
     let doc = fetch_document(&app).await;
     let path = "/api/checks/execute";
-    app.llm
-        .push(Step::text(r#"{"rationale": "all pods run", "passed": true}"#));
+    app.llm.push(Step::text(
+        r#"{"rationale": "all pods run", "passed": true}"#,
+    ));
     let resp = app
         .post_raw(path, json!({"query": "Are pods running?"}).to_string())
         .await;
     let (status, body) = check_json(&doc, path, "post", resp).await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("pass")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("pass")),
+        "{body}"
+    );
     // A failed delivery's outcome, and a check without a verdict.
     app.llm
         .push(Step::text(r#"{"rationale": "no", "passed": false}"#));
     let resp = app
-        .post_raw(path, json!({"query": "q", "mode": "alert", "destinations": ["slack"]}).to_string())
+        .post_raw(
+            path,
+            json!({"query": "q", "mode": "alert", "destinations": ["slack"]}).to_string(),
+        )
         .await;
     let (_, body) = check_json(&doc, path, "post", resp).await;
     assert_eq!(body["notifications"][0]["status"], "skipped", "{body}");
-    app.llm.push(Step::error(400, "bad request to the provider"));
+    app.llm
+        .push(Step::error(400, "bad request to the provider"));
     let resp = app.post_raw(path, json!({"query": "q"}).to_string()).await;
     let (_, body) = check_json(&doc, path, "post", resp).await;
     assert_eq!(body["status"], "error", "{body}");

@@ -76,9 +76,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         Box::pin(async move {
             let host = name.as_str().to_owned();
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let allowed: Vec<SocketAddr> = found
                 .iter()
                 .copied()
@@ -89,7 +88,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
                     .first()
                     .and_then(|a| refused_ip(a.ip()))
                     .unwrap_or("no address");
-                let message = format!("`{host}` resolves to {why}; notifications are not sent there");
+                let message =
+                    format!("`{host}` resolves to {why}; notifications are not sent there");
                 return Err(message.into());
             }
             let addrs: reqwest::dns::Addrs = Box::new(allowed.into_iter());

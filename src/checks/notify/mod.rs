@@ -98,9 +98,13 @@ impl Destination {
         let (kind, config) = match value {
             Value::String(kind) => (kind.as_str(), &empty),
             Value::Object(fields) => {
-                if let Some(key) = fields.keys().find(|k| !matches!(k.as_str(), "type" | "config"))
+                if let Some(key) = fields
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "type" | "config"))
                 {
-                    return Err(format!("unknown field `{key}` (a destination has `type` and `config`)"));
+                    return Err(format!(
+                        "unknown field `{key}` (a destination has `type` and `config`)"
+                    ));
                 }
                 let kind = match fields.get("type") {
                     Some(Value::String(kind)) => kind.as_str(),
@@ -113,7 +117,11 @@ impl Destination {
                 };
                 (kind, config)
             }
-            _ => return Err("a destination is a type name or an object with `type` and `config`".into()),
+            _ => {
+                return Err(
+                    "a destination is a type name or an object with `type` and `config`".into(),
+                );
+            }
         };
         match kind.trim().to_ascii_lowercase().as_str() {
             "slack" => {
@@ -227,8 +235,15 @@ impl Notifier {
             Some(Err(e)) => (DeliveryStatus::Failed, Some(e)),
         };
         match &error {
-            Some(e) => tracing::warn!(check = alert.check_name, destination = kind, channel = channel.as_deref().unwrap_or(""), ?status, error = %e, "check notification not delivered"),
-            None => tracing::info!(check = alert.check_name, destination = kind, channel = channel.as_deref().unwrap_or(""), "check notification sent"),
+            Some(e) => {
+                tracing::warn!(check = alert.check_name, destination = kind, channel = channel.as_deref().unwrap_or(""), ?status, error = %e, "check notification not delivered")
+            }
+            None => tracing::info!(
+                check = alert.check_name,
+                destination = kind,
+                channel = channel.as_deref().unwrap_or(""),
+                "check notification sent"
+            ),
         }
         NotificationStatus {
             kind: kind.to_owned(),

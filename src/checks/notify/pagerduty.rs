@@ -60,8 +60,7 @@ pub async fn trigger(
     let status = response.status();
     let text = response.text().await.unwrap_or_default();
     let answer = serde_json::from_str::<EventsAnswer>(&text).ok();
-    if status.is_success() && answer.as_ref().and_then(|a| a.status.as_deref()) == Some("success")
-    {
+    if status.is_success() && answer.as_ref().and_then(|a| a.status.as_deref()) == Some("success") {
         return Ok(());
     }
     let said = match answer {

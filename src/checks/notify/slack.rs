@@ -57,7 +57,11 @@ pub async fn post(
         Ok(SlackAnswer { ok: true, .. }) => Ok(()),
         Ok(SlackAnswer { error, .. }) => Err(format!(
             "Slack refused the message: {}",
-            excerpt(&error.unwrap_or_else(|| "no error given".into()).replace(token, crate::agent::MASK))
+            excerpt(
+                &error
+                    .unwrap_or_else(|| "no error given".into())
+                    .replace(token, crate::agent::MASK)
+            )
         )),
         Err(_) => Err("Slack's answer is not its JSON (`ok` missing)".into()),
     }

@@ -37,7 +37,9 @@ impl WebhookTarget {
             return Err(format!("`config.url`: {why}"));
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err("`config.url` may not carry credentials; put them in `config.headers`".into());
+            return Err(
+                "`config.url` may not carry credentials; put them in `config.headers`".into(),
+            );
         }
         let mut headers = HeaderMap::new();
         match config.get("headers") {
@@ -120,6 +122,9 @@ impl WebhookTarget {
                 text.replace(secret, crate::agent::MASK)
             });
         let said = excerpt(&said);
-        Err(format!("the receiver answered HTTP {}: {said}", status.as_u16()))
+        Err(format!(
+            "the receiver answered HTTP {}: {said}",
+            status.as_u16()
+        ))
     }
 }

@@ -87,6 +87,8 @@ pub(super) fn add(doc: &mut Value, s: &CheckSchemas) {
     }
     if let Some(tags) = doc["tags"].as_array_mut() {
         tags.push(json!({"name": "checks", "description": "HolmesGPT's health checks."}));
-        tags.push(json!({"name": "admin", "description": "Configuration reloads (`ENABLE_ADMIN_API`)."}));
+        tags.push(
+            json!({"name": "admin", "description": "Configuration reloads (`ENABLE_ADMIN_API`)."}),
+        );
     }
 }
