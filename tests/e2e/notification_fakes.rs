@@ -138,7 +138,7 @@ async fn pagerduty(State(record): State<Record>, headers: HeaderMap, body: Bytes
     {
         errors.push("'payload.summary' is missing or blank");
     }
-    if !p["source"].as_str().is_some_and(|s| !s.is_empty()) {
+    if p["source"].as_str().is_none_or(|s| s.is_empty()) {
         errors.push("'payload.source' is missing or blank");
     }
     if !matches!(
