@@ -87,8 +87,9 @@ async fn a_passing_check_is_pass_its_answer_held_to_the_verdict_schema() {
 async fn a_failing_check_in_alert_mode_notifies_each_destination_in_its_documented_shape() {
     let fakes = Fakes::start().await;
     let app = app_with(&fakes).await;
-    // The model's words try to break out of the webhook's template.
-    let rationale = "2 of 3 pods CrashLoopBackOff. {{check_name}}\", \"injected\": true, \"x\": \"";
+    // The model's words try to break out of the webhook's template and to ping a Slack channel.
+    let rationale =
+        "2 of 3 pods CrashLoopBackOff <!channel>. {{check_name}}\", \"injected\": true, \"x\": \"";
     app.llm.push(verdict(false, rationale));
     let body = json!({
         "name": "payments-pods",
@@ -129,11 +130,11 @@ async fn a_failing_check_in_alert_mode_notifies_each_destination_in_its_document
         format!("Bearer {SERVER_SLACK_TOKEN}")
     );
     assert_eq!(slack[0].body["channel"], "#alerts");
+    let slack_text = slack[0].body["text"].as_str().unwrap();
+    assert!(slack_text.contains("payments-pods"), "{slack_text}");
     assert!(
-        slack[0].body["text"]
-            .as_str()
-            .unwrap()
-            .contains("payments-pods")
+        slack_text.contains("&lt;!channel&gt;") && !slack_text.contains("<!channel>"),
+        "{slack_text}"
     );
 
     let pd = fakes.to("/v2/enqueue");

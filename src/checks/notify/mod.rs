@@ -41,7 +41,7 @@ pub struct NotificationStatus {
     /// `slack`, `pagerduty` or `webhook`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// Where it went: a Slack channel, PagerDuty, a webhook's scheme and host.
+    /// Where it went: a Slack channel, a webhook's scheme and host (`null` for PagerDuty).
     pub channel: Option<String>,
     pub status: DeliveryStatus,
     pub error: Option<String>,
@@ -214,7 +214,8 @@ impl Notifier {
                 let outcome =
                     pagerduty::trigger(&self.client, &self.pagerduty_enqueue, routing_key, alert)
                         .await;
-                ("pagerduty", Some("pagerduty".to_owned()), Some(outcome))
+                // The routing key names the service; it is a credential, so nothing is shown.
+                ("pagerduty", None, Some(outcome))
             }
             Destination::Webhook(target) => {
                 let outcome = target.post(&self.client, alert).await;

@@ -17,6 +17,14 @@ struct SlackAnswer {
     error: Option<String>,
 }
 
+/// Slack reads `&`, `<` and `>` as markup (`<!channel>` notifies everyone in it): the
+/// model's words and the query are shown as text.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 pub async fn post(
     client: &reqwest::Client,
     api_base: &str,
@@ -29,12 +37,12 @@ pub async fn post(
     let query: String = alert.query.chars().take(MAX_SECTION_CHARS).collect();
     let body = json!({
         "channel": channel,
-        "text": format!("{title}\n{analysis}"),
+        "text": escaped(&format!("{title}\n{analysis}")),
         "blocks": [
             {"type": "header", "text": {"type": "plain_text", "text": title.chars().take(150).collect::<String>()}},
-            {"type": "section", "text": {"type": "mrkdwn", "text": format!("*Check:* `{}`\n*Query:* {query}", alert.check_name)}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": format!("*Check:* `{}`\n*Query:* {}", escaped(alert.check_name), escaped(&query))}},
             {"type": "section", "text": {"type": "plain_text", "text": if analysis.is_empty() { "(no analysis)".to_owned() } else { analysis }}},
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": format!("Source: {}", alert.source)}]},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": format!("Source: {}", escaped(alert.source))}]},
         ],
     });
     let response = client
