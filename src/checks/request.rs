@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Value, json};
 
 use super::notify::Destination;
 
@@ -38,7 +38,7 @@ pub struct CheckRequest {
     /// Where a failed check in `alert` mode is announced: `{"type": "slack" | "pagerduty" |
     /// "webhook", "config": {…}}`, or a type name alone (its settings from the server's).
     #[serde(default)]
-    #[schemars(with = "Vec<DestinationSpec>", length(max = 10))]
+    #[schemars(schema_with = "destinations_schema")]
     pub destinations: Vec<Value>,
     /// A key of the model list; the default model when absent.
     #[serde(default)]
@@ -59,29 +59,31 @@ pub enum CheckMode {
     Alert,
 }
 
-/// The documented form of a destination (the body is read by hand, for precise errors).
-#[allow(dead_code)]
-#[derive(JsonSchema)]
-#[serde(untagged)]
-enum DestinationSpec {
-    Full {
-        #[serde(rename = "type")]
-        kind: DestinationType,
-        /// slack: `channel`, `token`; pagerduty: `routing_key` (or `integration_key`);
-        /// webhook: `url`, `headers`, `payload_template`.
-        #[serde(default)]
-        config: Map<String, Value>,
-    },
-    Name(DestinationType),
-}
-
-#[allow(dead_code)]
-#[derive(JsonSchema)]
-#[serde(rename_all = "snake_case")]
-enum DestinationType {
-    Slack,
-    Pagerduty,
-    Webhook,
+/// The documented form of `destinations` (the body is read by hand, for precise errors).
+fn destinations_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let kind = json!({"type": "string", "enum": ["slack", "pagerduty", "webhook"]});
+    schemars::json_schema!({
+        "type": "array",
+        "maxItems": MAX_DESTINATIONS,
+        "items": {"oneOf": [
+            kind.clone(),
+            {
+                "type": "object",
+                "required": ["type"],
+                "properties": {
+                    "type": kind,
+                    "config": {
+                        "type": "object",
+                        "description": "slack: `channel`, `token`; pagerduty: `routing_key` (or \
+                            `integration_key`); webhook: `url`, `headers` (strings), \
+                            `payload_template` (any JSON; `{{check_name}}`, `{{status}}`, \
+                            `{{analysis}}`, `{{source_type}}`, `{{url}}` filled into its strings)",
+                    },
+                },
+                "additionalProperties": false,
+            },
+        ]},
+    })
 }
 
 /// A request read and checked: what runs.
