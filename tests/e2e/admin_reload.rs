@@ -253,3 +253,116 @@ async fn reloads_need_the_api_key() {
         .unwrap();
     assert_eq!(resp.status(), 200);
 }
+
+/// `triage serve` as an operator starts it: `ENABLE_ADMIN_API`, `SLACK_TOKEN` and
+/// `MODEL_LIST_FILE_LOCATION` from the environment. A reload reads the model list again; a
+/// failed check's deliveries (Slack refusing the channel, a receiver quoting the request's
+/// headers back) leave no credential in the answer or the log.
+#[tokio::test]
+async fn serve_takes_the_admin_switch_and_slack_token_from_the_environment() {
+    use crate::notification_fakes::Fakes;
+    const SLACK_TOKEN: &str = "xoxb-env-token-31337";
+    const HEADER_SECRET: &str = "echoed-header-secret-42";
+    let llm = fake_llm::FakeLlm::start().await;
+    let fakes = Fakes::start().await;
+    let list = scratch_file(
+        "models.yaml",
+        &model_list(&llm.base_url(), &[("before", "m1")]),
+    );
+    let config = list.with_file_name("triage.toml");
+    let port = crate::helpers::free_port();
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nport = {port}\n[toolsets.kubernetes]\nenabled = false\n\
+             [toolsets.prometheus]\nenabled = false\n[checks]\nslack_api_base = \"{base}/api\"\n",
+            base = fakes.base
+        ),
+    )
+    .unwrap();
+    let log = list.with_file_name("stderr.log");
+    let _server = tokio::process::Command::new(env!("CARGO_BIN_EXE_triage"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("TRIAGE_CONFIG", &config)
+        .env("XDG_DATA_HOME", crate::helpers::test_data_dir())
+        .env("MODEL_LIST_FILE_LOCATION", &list)
+        .env("ENABLE_ADMIN_API", "true")
+        .env("SLACK_TOKEN", SLACK_TOKEN)
+        .arg("serve")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let client = crate::helpers::http_client();
+    let base = format!("http://127.0.0.1:{port}");
+    crate::helpers::wait_until_ready(&client, &base).await;
+    let keys = |body: Value| -> Vec<String> {
+        serde_json::from_value(body["model_name"].clone()).unwrap()
+    };
+
+    std::fs::write(&list, model_list(&llm.base_url(), &[("after", "m2")])).unwrap();
+    let resp = client
+        .post(format!("{base}/api/admin/reload/models"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let models = json_body(
+        client
+            .get(format!("{base}/api/model"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(keys(models), ["after"]);
+
+    llm.push(Step::text(
+        r#"{"rationale": "the queue is stuck", "passed": false}"#,
+    ));
+    let resp = client
+        .post(format!("{base}/api/checks/execute"))
+        .json(
+            &json!({"query": "Is the queue draining?", "mode": "alert", "destinations": [
+                {"type": "slack", "config": {"channel": "#nope"}},
+                {"type": "webhook", "config": {"url": format!("{}/hook/echo", fakes.base),
+                    "headers": {"X-Secret": HEADER_SECRET}}},
+            ]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let answer = json_body(resp).await;
+    assert_eq!(answer["status"], "fail", "{answer}");
+    let notes = answer["notifications"].as_array().unwrap();
+    assert_eq!(notes[0]["status"], "failed", "{answer}");
+    assert!(
+        notes[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("channel_not_found")
+    );
+    assert_eq!(notes[1]["status"], "failed", "{answer}");
+    let echoed = notes[1]["error"].as_str().unwrap();
+    assert!(
+        echoed.contains("HTTP 400") && echoed.contains("<secret-hidden>"),
+        "{echoed}"
+    );
+    // Slack got the token from the environment.
+    let slack = fakes.to("/api/chat.postMessage");
+    assert_eq!(
+        slack[0].headers["authorization"],
+        format!("Bearer {SLACK_TOKEN}")
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("check notification not delivered"),
+        "{logged}"
+    );
+    for secret in [SLACK_TOKEN, HEADER_SECRET] {
+        assert!(!answer.to_string().contains(secret), "{secret} in {answer}");
+        assert!(!logged.contains(secret), "{secret} in the log:\n{logged}");
+    }
+}

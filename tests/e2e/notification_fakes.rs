@@ -6,7 +6,8 @@
 //! - PagerDuty's Events API v2 `POST /v2/enqueue`: `routing_key` (32 characters),
 //!   `event_action: trigger`, `payload.{summary, source, severity}`; 202 `{"status":
 //!   "success"}`, or 400 `{"status": "invalid event", "errors": […]}`.
-//! - A webhook receiver under `/hook/…`: 200, or 500 under `/hook/fail`.
+//! - A webhook receiver under `/hook/…`: 200; 500 under `/hook/fail`; 400 under `/hook/echo`,
+//!   with the request's headers echoed in the body (a receiver that quotes credentials back).
 //!
 //! Every request is recorded, so a test also sees what the fakes refused.
 
@@ -170,6 +171,14 @@ async fn pagerduty(State(record): State<Record>, headers: HeaderMap, body: Bytes
 
 async fn hook(State(record): State<Record>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let path = uri.path().to_owned();
+    if path.starts_with("/hook/echo") {
+        keep(&record, &path, &headers, &body, "400");
+        let echoed: Vec<String> = headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", v.to_str().unwrap_or("")))
+            .collect();
+        return (StatusCode::BAD_REQUEST, echoed.join("\n")).into_response();
+    }
     let failing = path.starts_with("/hook/fail");
     keep(
         &record,
