@@ -115,7 +115,7 @@ async fn a_request_in_flight_during_a_reload_finishes_on_the_old_model() {
     // The old model holds its answer until after the reload.
     let old = app.llm.when(When::model("old-model"));
     old.push(Step::Paced {
-        before: Duration::from_millis(1500),
+        before: Duration::from_millis(2500),
         between_chunks: Duration::ZERO,
         step: Box::new(Step::text("answered by the old model")),
     });
@@ -143,6 +143,10 @@ async fn a_request_in_flight_during_a_reload_finishes_on_the_old_model() {
     std::fs::write(&list, model_list(&base, &[("triage", "new-model")])).unwrap();
     let (status, body) = post(&app, "/api/admin/reload/models").await;
     assert_eq!(status, 200, "{body}");
+    assert!(
+        !in_flight.is_finished(),
+        "the old model answered before the reload: no test"
+    );
     let (status, answer) = in_flight.await.unwrap();
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["analysis"], "answered by the old model");
