@@ -59,6 +59,10 @@ enabled = false
 signing_key = "schemathesis"
 [conversations]
 database_url = "sqlite://$work/conversations.db"
+# The reload routes answer 404 while the admin API is off: on, each example reloads for real
+# (about 30 s more on 2 cores).
+[admin]
+enabled = true
 [models.fake]
 model = "openai/fake-model"
 api_base = "$llm_url"

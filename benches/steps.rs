@@ -127,15 +127,19 @@ fn agent() -> Arc<Agent> {
         schema: json!({"type": "object", "properties": {"step": {"type": "integer"}}}),
     };
     Arc::new(Agent {
-        models: ModelRegistry::from_settings(&settings).expect("models"),
+        models: Arc::new(ModelRegistry::from_settings(&settings).expect("models")),
         llm: Llm::new(
             provider.clone(),
             Duration::from_secs(5),
             Duration::from_secs(5),
         )
         .with_scripted(provider),
-        prompts: Prompts::new(&PromptInputs::default(), None, None).expect("prompts"),
-        tools: ToolRegistry::new(vec![Toolset::enabled("bench", "", vec![Arc::new(noop)])]),
+        prompts: Arc::new(Prompts::new(&PromptInputs::default(), None, None).expect("prompts")),
+        tools: Arc::new(ToolRegistry::new(vec![Toolset::enabled(
+            "bench",
+            "",
+            vec![Arc::new(noop)],
+        )])),
         options: AgentOptions {
             max_steps: 40,
             tool_budget_pct: 15.0,
@@ -374,7 +378,7 @@ fn main() {
             .await
             .expect("open the store");
         let conversations =
-            Conversations::new(agent.clone(), store.clone(), 10_000, Duration::from_secs(10), false);
+            Conversations::new(triage::agent::CurrentAgent::new(agent.clone()), store.clone(), 10_000, Duration::from_secs(10), false);
         let finishes = Finishes::watch(store.clone());
         // A first conversation tells how many events a finished run writes.
         service_run(&conversations, &finishes)

@@ -86,7 +86,7 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(_) => serve(settings).await,
+            Command::Serve(_) => serve(settings, cli.config.clone()).await,
             Command::Ask(opts) => cli::ask(settings, opts).await,
             Command::Models => cli::models(&settings),
             Command::Check => cli::check(&settings).await,
@@ -95,8 +95,10 @@ fn main() -> ExitCode {
     })
 }
 
-async fn serve(settings: Settings) -> ExitCode {
-    let app = match Application::build(settings).await {
+async fn serve(settings: Settings, config: Option<PathBuf>) -> ExitCode {
+    // An admin reload reads the files and the environment again, as start-up did.
+    let source = Box::new(move || Settings::load(config.as_deref()));
+    let app = match Application::build_with_source(settings, source).await {
         Ok(app) => app,
         Err(e) => return cli::startup_exit(&e),
     };

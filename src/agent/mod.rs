@@ -14,6 +14,7 @@ mod compaction;
 mod condense;
 mod config;
 mod control;
+mod current;
 mod error;
 mod event;
 mod frontend;
@@ -44,6 +45,7 @@ pub use compaction::CompactionOptions;
 pub use condense::Condensed;
 pub use config::{ApprovalMode, RunConfig};
 pub use control::RunControl;
+pub use current::CurrentAgent;
 pub use error::{RunError, RunErrorKind};
 pub use event::{AgentEvent, Answer, CompactionReport, CompactionStarted, StopReason};
 pub use images::ImageLimits;
@@ -67,11 +69,13 @@ pub struct AgentOptions {
     pub images: images::ImageLimits,
 }
 
+/// The models, the prompts and the tools are shared: a reload of one part builds a new agent
+/// around the others (`startup/reload.rs`).
 pub struct Agent {
-    pub models: ModelRegistry,
+    pub models: Arc<ModelRegistry>,
     pub llm: Llm,
-    pub prompts: Prompts,
-    pub tools: ToolRegistry,
+    pub prompts: Arc<Prompts>,
+    pub tools: Arc<ToolRegistry>,
     pub options: AgentOptions,
     pub compaction: CompactionOptions,
     /// Shared with the log writer, which masks every line with it.

@@ -72,12 +72,17 @@ pub(super) fn harness(extra_toml: &str, replies: Vec<Reply>) -> Harness {
         gate: gate.clone(),
     };
     let agent = Agent {
-        models: crate::llm::ModelRegistry::from_settings(&settings).expect("models"),
+        models: Arc::new(crate::llm::ModelRegistry::from_settings(&settings).expect("models")),
         llm: crate::llm::Llm::new(llm.clone(), Duration::from_secs(5), Duration::from_secs(1))
             .with_scripted(llm.clone()),
-        prompts: crate::prompt::Prompts::new(&PromptInputs::default(), None, None)
-            .expect("prompts"),
-        tools: ToolRegistry::new(vec![Toolset::enabled("test", "", vec![Arc::new(echo)])]),
+        prompts: Arc::new(
+            crate::prompt::Prompts::new(&PromptInputs::default(), None, None).expect("prompts"),
+        ),
+        tools: Arc::new(ToolRegistry::new(vec![Toolset::enabled(
+            "test",
+            "",
+            vec![Arc::new(echo)],
+        )])),
         options: AgentOptions {
             max_steps: settings.agent.max_steps,
             tool_budget_pct: 15.0,

@@ -176,7 +176,10 @@ pub async fn ask(settings: Settings, opts: AskOptions) -> ExitCode {
                     eprintln!("triage: {e}");
                     return ExitCode::from(EXIT_USAGE);
                 }
-                Source::Local(stateless_chat(&settings, agent))
+                Source::Local(stateless_chat(
+                    &settings,
+                    crate::agent::CurrentAgent::new(agent),
+                ))
             }
             Err(e) => return check::startup_exit(&e),
         },

@@ -29,6 +29,9 @@ pub const HOLMES_ENV: &[(&str, &str)] = &[
     ),
     ("TOOL_CALL_SAFEGUARDS_ENABLED", "agent.duplicate_call_guard"),
     ("HOLMES_APPROVAL_SIGNING_KEY", "approvals.signing_key"),
+    ("ENABLE_ADMIN_API", "admin.enabled"),
+    ("SLACK_TOKEN", "checks.slack_token"),
+    ("SLACK_CHANNEL", "checks.slack_channel"),
     (
         "ENABLE_CONVERSATION_HISTORY_COMPACTION",
         "compaction.enabled",

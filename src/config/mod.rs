@@ -5,6 +5,7 @@
 //! This file holds the settings types; [`load`] layers and checks them, [`env`] maps
 //! HolmesGPT's variables.
 
+mod checks;
 pub mod entry_keys;
 mod env;
 mod holmes;
@@ -14,6 +15,7 @@ pub mod keys;
 mod load;
 pub mod webhooks;
 
+pub use checks::{AdminSettings, ChecksSettings};
 pub use env::{CLI_ONLY_VARS, HOLMES_ENV};
 pub use holmes::HolmesFiles;
 pub use holmes_report::HolmesReport;
@@ -47,6 +49,12 @@ pub struct Settings {
     pub mcp_servers: BTreeMap<String, crate::tools::mcp::McpServerSettings>,
     #[serde(default)]
     pub conversations: ConversationSettings,
+    /// Health checks and their notifications (`config/checks.rs`).
+    #[serde(default)]
+    pub checks: ChecksSettings,
+    /// The reload routes (`config/checks.rs`).
+    #[serde(default)]
+    pub admin: AdminSettings,
     /// Receivers of conversation updates (`[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<webhooks::WebhookSettings>,

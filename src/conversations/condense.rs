@@ -42,7 +42,7 @@ impl Conversations {
         }
         // The LLM call happens without the row lock: a run or a message may come meanwhile,
         // and then wins (checked below), rather than waiting for a summary.
-        let condensed = self.agent.condense(&config.run, state).await?;
+        let condensed = self.agent().condense(&config.run, state).await?;
         let lock = self.row_lock(id);
         let _guard = lock.lock().await;
         // The lease, so no replica starts a run on the history being replaced.

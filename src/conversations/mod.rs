@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::agent::{
-    Agent, PendingCall, RunConfig, RunError, RunErrorKind, RunMasker, RunState, SecretMasker,
-    Waiting,
+    Agent, CurrentAgent, PendingCall, RunConfig, RunError, RunErrorKind, RunMasker, RunState,
+    SecretMasker, Waiting,
 };
 use crate::conversation_domain::ConversationStatus;
 use crate::store::{ConversationQuery, ConversationRow, Snapshot, Store, StoreError};
@@ -91,7 +91,8 @@ pub(crate) struct StoredConfig {
 }
 
 pub struct Conversations {
-    agent: Arc<Agent>,
+    /// The agent serving new work: each run, title and summary takes it once (`agent()`).
+    serving: Arc<CurrentAgent>,
     /// `agent.max_steps`, shown when a conversation sets no `max_iterations`.
     default_steps: u32,
     store: Store,
@@ -117,7 +118,7 @@ pub struct Conversations {
 
 impl Conversations {
     pub fn new(
-        agent: Arc<Agent>,
+        serving: Arc<CurrentAgent>,
         store: Store,
         max_running: usize,
         lease: Duration,
@@ -127,8 +128,8 @@ impl Conversations {
         Arc::new(Conversations {
             to_settle,
             released: Mutex::new(Some(released)),
-            default_steps: agent.options.max_steps,
-            agent,
+            default_steps: serving.current().options.max_steps,
+            serving,
             store,
             max_running,
             replica: Uuid::new_v4(),
@@ -143,6 +144,11 @@ impl Conversations {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The agent serving now; a run keeps the one it started with.
+    fn agent(&self) -> Arc<Agent> {
+        self.serving.current()
     }
 
     /// What the conversation's runs mask their events with (the server's secrets and the
@@ -160,7 +166,7 @@ impl Conversations {
         {
             Ok(config) => self.masker(&config),
             Err(_) => RunMasker::new(
-                self.agent.masker.clone(),
+                self.agent().masker.clone(),
                 SecretMasker::new(Vec::<String>::new()),
             ),
         }
@@ -168,7 +174,7 @@ impl Conversations {
 
     fn masker(&self, config: &StoredConfig) -> RunMasker {
         RunMasker::new(
-            self.agent.masker.clone(),
+            self.agent().masker.clone(),
             SecretMasker::new(config.run.secrets.iter().cloned()),
         )
     }
@@ -194,7 +200,7 @@ impl Conversations {
             stuck_detection: req.stuck_detection.unwrap_or(true),
         };
         // Refuse a config no run could use now, not at the first run.
-        self.agent.compile(&run)?;
+        self.agent().compile(&run)?;
         let config = StoredConfig {
             stuck_detection: run.stuck_detection,
             run,

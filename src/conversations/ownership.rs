@@ -215,7 +215,7 @@ impl Conversations {
         let mut row = self.row(id).await?;
         let config: StoredConfig = from_json(&row.config)?;
         let mut state: RunState = from_json(&row.state)?;
-        self.agent
+        self.agent()
             .add_user_message(&config.run, &mut state, message)?;
         // Logged as it joins the history, as for any message outside a run (forks fold it).
         let joined = super::events::message_pushed(state.messages.last(), &self.masker(&config));
@@ -330,7 +330,7 @@ impl Conversations {
                 && let Some(message) = message_of(&command.payload)
             {
                 let config: StoredConfig = from_json(&row.config)?;
-                self.agent
+                self.agent()
                     .add_user_message(&config.run, &mut state, &message)?;
             }
         }

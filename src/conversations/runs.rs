@@ -109,7 +109,8 @@ impl Conversations {
         }
         let config: StoredConfig = from_json(&row.config)?;
         let mut state: RunState = from_json(&row.state)?;
-        self.agent.add_user_message(&config.run, &mut state, user)?;
+        self.agent()
+            .add_user_message(&config.run, &mut state, user)?;
         // The message as the LLM will read it goes to the log too, so the log alone rebuilds
         // the history (a fork from an earlier event folds it); both masked, as a run's events.
         let masker = self.masker(&config);
@@ -285,7 +286,7 @@ impl Conversations {
             control: Some(control.clone()),
             ..input
         };
-        let run = self.agent.start(&config.run, state, input)?;
+        let run = self.agent().start(&config.run, state, input)?;
         let masker = run.masker().clone();
         let stop = control.clone();
         self.save_status(&mut row, ConversationStatus::Running)
@@ -413,7 +414,7 @@ impl Conversations {
         {
             for message in late {
                 if let Err(e) = self
-                    .agent
+                    .agent()
                     .add_user_message(&config.run, &mut state, &message)
                 {
                     tracing::warn!(conversation = %id, error = %e, "a late message could not be kept");

@@ -63,7 +63,7 @@ impl Conversations {
         let row = self.row(id).await?;
         let config: StoredConfig = from_json(&row.config)?;
         let state: RunState = from_json(&row.state)?;
-        Ok(self.agent.ask(&config.run, &state, question).await?)
+        Ok(self.agent().ask(&config.run, &state, question).await?)
     }
 
     async fn edit_config(

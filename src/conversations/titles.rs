@@ -105,7 +105,7 @@ impl Conversations {
             ));
         }
         Ok(self
-            .agent
+            .agent()
             .title(&config.run, &texts, max_chars as usize)
             .await?)
     }

@@ -11,7 +11,7 @@ mod render;
 
 use std::sync::Arc;
 
-use crate::agent::{Agent, RunError};
+use crate::agent::{CurrentAgent, RunError};
 use crate::wire::{ChatRequest, FollowUpAction};
 
 pub use approvals::{ApprovalSigner, TokenError, conversation_digest};
@@ -19,14 +19,15 @@ pub use prepare::RequestMeta;
 pub use render::ChatRun;
 
 pub struct StatelessChat {
-    pub agent: Arc<Agent>,
+    /// The agent serving now; each request takes it once, at its start.
+    pub serving: Arc<CurrentAgent>,
     signer: Arc<ApprovalSigner>,
 }
 
 impl StatelessChat {
-    pub fn new(agent: Arc<Agent>, signer: ApprovalSigner) -> StatelessChat {
+    pub fn new(serving: Arc<CurrentAgent>, signer: ApprovalSigner) -> StatelessChat {
         StatelessChat {
-            agent,
+            serving,
             signer: Arc::new(signer),
         }
     }
@@ -42,7 +43,8 @@ impl StatelessChat {
         };
         // The history is rendered from the final state (`ChatRun::history`).
         let run = self
-            .agent
+            .serving
+            .current()
             .start(&prepared.config, prepared.state, prepared.input)?
             .without_history_events();
         Ok(ChatRun::new(

@@ -2,10 +2,12 @@
 //! error shape, JSON body parsing and SSE framing. Handlers only translate between HTTP and
 //! the agent.
 
+pub mod admin;
 pub mod auth;
 pub mod body;
 pub mod capacity;
 mod chat;
+mod checks;
 mod console;
 mod conversation_actions;
 mod conversation_stream;
@@ -36,7 +38,7 @@ use axum::{Json, Router};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tracing::Instrument;
 
-use crate::agent::Agent;
+use crate::agent::{Agent, CurrentAgent};
 pub use auth::ApiKeys;
 pub use error::ApiError;
 pub use limits::RequestLimit;
@@ -66,7 +68,12 @@ impl std::ops::Deref for AppState {
 }
 
 pub struct SharedState {
-    pub agent: Arc<Agent>,
+    /// The agent serving new requests (swapped by an admin reload); see `agent()`.
+    pub serving: Arc<CurrentAgent>,
+    /// `POST /api/checks/execute`.
+    pub checks: Arc<crate::checks::Checks>,
+    /// The reload behind `/api/admin/reload*`; `None` when the admin API is off (404).
+    pub admin: Option<Arc<dyn admin::Reload>>,
     pub chat: Arc<crate::holmes::StatelessChat>,
     pub conversations: Arc<crate::conversations::Conversations>,
     /// Events from elsewhere for conversations that wait (reply tokens).
@@ -89,6 +96,13 @@ pub struct SharedState {
     pub blocked_headers: Arc<Vec<String>>,
 }
 
+impl SharedState {
+    /// The agent serving now: a handler takes it once and keeps it to its end.
+    pub fn agent(&self) -> Arc<Agent> {
+        self.serving.current()
+    }
+}
+
 /// The id of a request: in every log line of it, the `x-request-id` header and `metadata`.
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
@@ -98,6 +112,10 @@ pub fn router(state: AppState) -> Router {
     let router = Router::new()
         .route("/api/chat", post(chat::chat))
         .route("/api/model", get(models))
+        .route("/api/checks/execute", post(checks::execute))
+        .route("/api/admin/reload", post(admin::reload_all))
+        .route("/api/admin/reload/toolsets", post(admin::reload_toolsets))
+        .route("/api/admin/reload/models", post(admin::reload_models))
         .route(
             "/api/conversations",
             post(conversations::create).get(conversations::batch),
@@ -279,7 +297,7 @@ fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
 }
 
 async fn models(State(state): State<AppState>) -> Json<ModelsResponse> {
-    let keys = state.agent.models.keys();
+    let keys = state.agent().models.keys();
     let model_name = if state.model_name_as_string {
         // HolmesGPT's code sends the list JSON-encoded inside a string.
         ModelNames::Encoded(serde_json::to_string(&keys).unwrap_or_else(|_| "[]".into()))

@@ -20,7 +20,7 @@ pub async fn healthz() -> Json<HealthResponse> {
 
 /// Ready when configuration loaded and at least one model is configured.
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    let models = state.agent.models.keys();
+    let models = state.agent().models.keys();
     if models.is_empty() {
         let detail = format!("Service not ready: {}", crate::llm::registry::NO_MODEL_HELP);
         return (
@@ -39,8 +39,8 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 pub async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
-    let toolsets: Vec<ToolsetInfo> = state
-        .agent
+    let agent = state.agent();
+    let toolsets: Vec<ToolsetInfo> = agent
         .tools
         .toolsets()
         .iter()
@@ -63,8 +63,8 @@ pub async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
         version: env!("CARGO_PKG_VERSION").into(),
         uptime_seconds: state.started.elapsed().as_secs(),
         auth_enabled: state.api_keys.enabled(),
-        models: state.agent.models.keys(),
-        default_model: state.agent.models.default_key().map(str::to_owned),
+        models: agent.models.keys(),
+        default_model: agent.models.default_key().map(str::to_owned),
         toolsets_summary: ToolsetsSummary {
             total: toolsets.len() as u64,
             enabled: count(ToolsetState::Enabled),
@@ -72,25 +72,20 @@ pub async fn info(State(state): State<AppState>) -> Json<InfoResponse> {
             disabled: count(ToolsetState::Disabled),
         },
         toolsets,
-        sandbox: state
-            .agent
-            .tools
-            .sandbox()
-            .map(crate::sandbox::Sandbox::describe),
+        sandbox: agent.tools.sandbox().map(crate::sandbox::Sandbox::describe),
         // A server's last error quotes its stderr and URLs: through the masker.
-        mcp_servers: state
-            .agent
+        mcp_servers: agent
             .tools
             .mcp_statuses()
             .into_iter()
             .map(|mut status| {
                 if let Some(error) = status.last_error.as_mut() {
-                    state.agent.masker.mask(error);
+                    agent.masker.mask(error);
                 }
                 status
             })
             .collect(),
-        tool_definitions: state.agent.tools.definitions_report(),
+        tool_definitions: agent.tools.definitions_report(),
     })
 }
 

@@ -118,7 +118,7 @@ pub async fn list(State(state): State<AppState>, RawQuery(raw): RawQuery) -> Ans
         items: page
             .items
             .into_iter()
-            .map(|d| view(d, &state.agent.masker))
+            .map(|d| view(d, &state.agent().masker))
             .collect(),
         next_page_id: page.next_page_id,
     }))
@@ -130,7 +130,7 @@ pub async fn retry(
     Path(DeliveryId(id)): Path<DeliveryId>,
 ) -> Answer<DeliveryView> {
     match state.conversations.store().retry_delivery(id).await {
-        Ok(delivery) => Ok(Json(view(delivery, &state.agent.masker))),
+        Ok(delivery) => Ok(Json(view(delivery, &state.agent().masker))),
         Err(RetryError::NotFound) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no undelivered webhook delivery has id {id}"),

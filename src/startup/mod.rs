@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::agent::{Agent, AgentOptions, CompactionOptions, ImageLimits, SecretMasker};
+use crate::agent::{
+    Agent, AgentOptions, CompactionOptions, CurrentAgent, ImageLimits, SecretMasker,
+};
 use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
 use crate::holmes::{ApprovalSigner, StatelessChat};
@@ -26,6 +28,8 @@ use crate::store::{Backend, Store, StoreOptions};
 use crate::tools::{self, ToolsetStatus};
 
 mod credentials;
+mod reload;
+pub use reload::SettingsSource;
 mod store_files;
 mod toolsets;
 use crate::runtime::install_crypto_provider;
@@ -70,23 +74,44 @@ pub async fn build_agent(
 ) -> Result<Arc<Agent>, StartupError> {
     install_crypto_provider();
     protect_process_memory();
-    let models = ModelRegistry::from_settings(settings)?;
+    let models = Arc::new(ModelRegistry::from_settings(settings)?);
     // Masked from here on, start-up's own log lines (toolsets, MCP servers) included.
+    let masker = log_masker(settings, &models);
+    let warming = warm_tokenizers(&models);
+    let (tools, prompts) = build_tools(settings, walled_ports).await?;
+    // A panic while building an encoding would repeat, and be reported, on first use.
+    let _ = warming.await;
+    assemble(settings, models, tools, prompts, masker)
+}
+
+/// The masker of an agent over `models`, which every log line passes from now on.
+fn log_masker(settings: &Settings, models: &ModelRegistry) -> Arc<SecretMasker> {
     let masker = Arc::new(
-        SecretMasker::new(credentials::known_secrets(settings, &models))
+        SecretMasker::new(credentials::known_secrets(settings, models))
             .with_issued(models.issued().clone()),
     );
     crate::telemetry::mask_logs(&masker);
-    // Build the encodings the configured models use now, so the first request does not pay
-    // for it; an encoding no model uses (tens of MiB) is never loaded. About 100 ms of CPU,
-    // spent while the toolsets' start-up checks wait on their processes.
+    masker
+}
+
+/// Builds the encodings the configured models use now, so the first request does not pay
+/// for it; an encoding no model uses (tens of MiB) is never loaded. About 100 ms of CPU,
+/// spent while the toolsets' start-up checks wait on their processes.
+fn warm_tokenizers(models: &ModelRegistry) -> tokio::task::JoinHandle<()> {
     let tokenizers: std::collections::HashSet<_> =
         models.all().iter().map(|model| model.tokenizer).collect();
-    let warming = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         for tokenizer in tokenizers {
             tokenizer.count("warm up");
         }
-    });
+    })
+}
+
+/// The tools (in their sandbox, MCP servers started) and the prompts that describe them.
+async fn build_tools(
+    settings: &Settings,
+    walled_ports: &[u16],
+) -> Result<(Arc<crate::tools::ToolRegistry>, Arc<Prompts>), StartupError> {
     let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings), walled_ports)?;
     sandbox.log_summary();
     let mut tools = load_tools(settings, &sandbox).await?;
@@ -139,6 +164,17 @@ pub async fn build_agent(
         settings.prompts.enabled.as_deref(),
         settings.prompts.dir.as_deref(),
     )?;
+    Ok((Arc::new(tools), Arc::new(prompts)))
+}
+
+/// An agent from its parts: the LLM client and the options are built from `settings` here.
+fn assemble(
+    settings: &Settings,
+    models: Arc<ModelRegistry>,
+    tools: Arc<crate::tools::ToolRegistry>,
+    prompts: Arc<Prompts>,
+    masker: Arc<SecretMasker>,
+) -> Result<Arc<Agent>, StartupError> {
     let transport = Transport::new(&settings.llm)?;
     let timeouts = transport.timeouts();
     let llm = Llm::new(
@@ -149,8 +185,6 @@ pub async fn build_agent(
     .with_anthropic(Arc::new(AnthropicClient::new(transport.clone())))
     .with_gemini(Arc::new(GeminiClient::new(transport.clone())))
     .with_bedrock(Arc::new(BedrockClient::new(transport)));
-    // A panic while building an encoding would repeat, and be reported, on first use.
-    let _ = warming.await;
     let a = &settings.agent;
     Ok(Arc::new(Agent {
         models,
@@ -177,8 +211,8 @@ pub async fn build_agent(
     }))
 }
 
-/// The stateless `/api/chat` front door over an agent, with the approval signing key.
-pub fn stateless_chat(settings: &Settings, agent: Arc<Agent>) -> Arc<StatelessChat> {
+/// The stateless `/api/chat` front door over the serving agent, with the approval signing key.
+pub fn stateless_chat(settings: &Settings, agent: Arc<CurrentAgent>) -> Arc<StatelessChat> {
     let signer = ApprovalSigner::new(
         settings.approvals.signing_key.as_deref(),
         settings.approvals.token_ttl_secs,
@@ -190,7 +224,7 @@ pub fn stateless_chat(settings: &Settings, agent: Arc<Agent>) -> Arc<StatelessCh
 /// last stopped marked as such.
 async fn open_conversations(
     settings: &Settings,
-    agent: Arc<Agent>,
+    agent: Arc<CurrentAgent>,
 ) -> Result<Arc<Conversations>, StartupError> {
     let c = &settings.conversations;
     let keys = store_files::secret_keys(c)?;
@@ -213,7 +247,7 @@ async fn open_conversations(
             .map_err(|e| StartupError::Store(e.to_string()))?;
     }
     let lease = Duration::from_secs_f64(c.lease_secs);
-    let default_steps = agent.options.max_steps;
+    let default_steps = agent.current().options.max_steps;
     let conversations = Conversations::new(agent, store, c.max_running, lease, c.auto_title);
     let recovered = conversations
         .recover()
@@ -285,7 +319,19 @@ pub struct Application {
 }
 
 impl Application {
+    /// An application whose admin reload (when on) builds from these same settings again:
+    /// the files they name (the model list, skills) are read anew, the settings themselves
+    /// are not. `main` reads them from their files and the environment: `build_with_source`.
     pub async fn build(settings: Settings) -> Result<Application, StartupError> {
+        let again = settings.clone();
+        Application::build_with_source(settings, Box::new(move || Ok(again.clone()))).await
+    }
+
+    /// An application whose admin reload takes its settings from `source`.
+    pub async fn build_with_source(
+        settings: Settings,
+        source: SettingsSource,
+    ) -> Result<Application, StartupError> {
         let server = &settings.server;
         let keys = server.all_api_keys();
         check_exposure(&server.host, !keys.is_empty(), server.allow_unauthenticated)?;
@@ -330,16 +376,28 @@ impl Application {
                 "model configured"
             );
         }
-        let conversations = open_conversations(&settings, agent.clone()).await?;
+        let serving = CurrentAgent::new(agent);
+        let conversations = open_conversations(&settings, serving.clone()).await?;
+        let checks = crate::checks::Checks::new(
+            serving.clone(),
+            &settings.checks,
+            &settings.prompts.cluster_name,
+        )?;
+        let admin = settings.admin.enabled.then(|| {
+            Arc::new(reload::Reloader::new(serving.clone(), source, vec![port]))
+                as Arc<dyn crate::http::admin::Reload>
+        });
         let _ = crate::meters::recorder();
         let (phase, phase_rx) = watch::channel(Phase::Running);
         let capacity = start_capacity(server);
         let secs = Duration::from_secs_f64;
         let state = AppState::new(SharedState {
-            chat: stateless_chat(&settings, agent.clone()),
+            chat: stateless_chat(&settings, serving.clone()),
             inbound: crate::inbound::Inbound::new(conversations.clone()),
             conversations,
-            agent,
+            serving,
+            checks: Arc::new(checks),
+            admin,
             keepalive: (server.keepalive_interval_secs > 0.0)
                 .then(|| secs(server.keepalive_interval_secs)),
             body_limit: server.body_limit_bytes,

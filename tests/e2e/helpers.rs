@@ -160,6 +160,35 @@ pub async fn spawn_app_adjusted(
 ) -> TestApp {
     let llm = FakeLlm::start().await;
     let data_dir = test_data_dir();
+    let layers = test_layers(&llm, &data_dir, extras);
+    let layers: Vec<&str> = layers.iter().map(String::as_str).collect();
+    let mut settings = Settings::from_holmes_and_toml(holmes, &layers).expect("test settings");
+    adjust(&mut settings);
+    let mut app = spawn_with_settings(settings, llm).await;
+    app.data_dir = Some(data_dir);
+    app
+}
+
+/// `spawn_app_holmes` whose admin reload (`[admin] enabled = true` in `extras`) reads its
+/// settings again as `serve` does: HolmesGPT's files and the TOML layers, and the files they
+/// name (the model list).
+pub async fn spawn_app_reloadable(holmes: triage::config::HolmesFiles, extras: &[&str]) -> TestApp {
+    let llm = FakeLlm::start().await;
+    let data_dir = test_data_dir();
+    let layers = test_layers(&llm, &data_dir, extras);
+    let read = move || {
+        let layers: Vec<&str> = layers.iter().map(String::as_str).collect();
+        Settings::from_holmes_and_toml(&holmes, &layers)
+    };
+    let settings = read().expect("test settings");
+    let mut app = spawn_with_source(settings, llm, Box::new(read)).await;
+    app.data_dir = Some(data_dir);
+    app
+}
+
+/// The test defaults (fast retries and timeouts, a model `fake` pointing at the fake LLM, a
+/// conversation database in `data_dir`) and `extras` on top, placeholders filled.
+fn test_layers(llm: &FakeLlm, data_dir: &std::path::Path, extras: &[&str]) -> Vec<String> {
     let base_toml = format!(
         r#"
 [server]
@@ -191,15 +220,20 @@ database_url = "sqlite://{db}"
         e.replace("{LLM}", &llm.base_url())
             .replace("{LLM_ORIGIN}", &llm.origin())
     }));
-    let layers: Vec<&str> = layers.iter().map(String::as_str).collect();
-    let mut settings = Settings::from_holmes_and_toml(holmes, &layers).expect("test settings");
-    adjust(&mut settings);
-    let mut app = spawn_with_settings(settings, llm).await;
-    app.data_dir = Some(data_dir);
-    app
+    layers
 }
 
-pub async fn spawn_with_settings(mut settings: Settings, llm: FakeLlm) -> TestApp {
+pub async fn spawn_with_settings(settings: Settings, llm: FakeLlm) -> TestApp {
+    let again = settings.clone();
+    spawn_with_source(settings, llm, Box::new(move || Ok(again.clone()))).await
+}
+
+/// `spawn_with_settings` whose admin reload takes its settings from `source`.
+pub async fn spawn_with_source(
+    mut settings: Settings,
+    llm: FakeLlm,
+    source: Box<dyn Fn() -> Result<Settings, triage::config::ConfigError> + Send + Sync>,
+) -> TestApp {
     // Settings a test built itself keep their conversations in a temp dir too.
     let c = &mut settings.conversations;
     let own_dir = (c.database_url.is_none() && c.data_dir.is_none()).then(|| {
@@ -208,7 +242,9 @@ pub async fn spawn_with_settings(mut settings: Settings, llm: FakeLlm) -> TestAp
         dir
     });
     let titles = answer_titles(&llm);
-    let app = Application::build(settings).await.expect("app builds");
+    let app = Application::build_with_source(settings, source)
+        .await
+        .expect("app builds");
     let base = format!("http://127.0.0.1:{}", app.port());
     let server = tokio::spawn(async move {
         let _ = app.run_until_stopped().await;

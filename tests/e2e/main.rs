@@ -3,9 +3,11 @@
 // Support: the shared helpers and the Kubernetes API stand-in.
 mod helpers;
 mod kube_standin;
+mod notification_fakes;
 mod webhook_receiver;
 
 // The tests, one module per concern.
+mod admin_reload;
 mod agent_limits;
 mod api_model;
 mod approval_binding;
@@ -17,6 +19,7 @@ mod bash_policy;
 mod browser_guard;
 mod capacity_limits;
 mod chat_basic;
+mod checks_api;
 mod ci_prerequisites;
 mod cli;
 mod cli_conversations;

@@ -232,7 +232,8 @@ fn event_errors(doc: &Value, events: &[Event]) -> Vec<String> {
 
 #[tokio::test]
 async fn the_document_is_openapi_3_1_and_covers_every_route() {
-    let app = spawn_app().await;
+    // The admin routes answer 404 while the admin API is off.
+    let app = spawn_app_with("[admin]\nenabled = true\n").await;
     let doc = fetch_document(&app).await;
     assert_eq!(doc["openapi"], "3.1.0");
     assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
@@ -462,4 +463,54 @@ async fn security_is_as_documented() {
             .unwrap();
         assert_eq!(resp.status(), 200, "{name}");
     }
+}
+
+#[tokio::test]
+async fn check_and_reload_answers_match_their_schemas() {
+    let app = spawn_app_with("[admin]\nenabled = true\n").await;
+    let doc = fetch_document(&app).await;
+    let path = "/api/checks/execute";
+    app.llm.push(Step::text(
+        r#"{"rationale": "all pods run", "passed": true}"#,
+    ));
+    let resp = app
+        .post_raw(path, json!({"query": "Are pods running?"}).to_string())
+        .await;
+    let (status, body) = check_json(&doc, path, "post", resp).await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("pass")),
+        "{body}"
+    );
+    // A failed delivery's outcome, and a check without a verdict.
+    app.llm
+        .push(Step::text(r#"{"rationale": "no", "passed": false}"#));
+    let resp = app
+        .post_raw(
+            path,
+            json!({"query": "q", "mode": "alert", "destinations": ["slack"]}).to_string(),
+        )
+        .await;
+    let (_, body) = check_json(&doc, path, "post", resp).await;
+    assert_eq!(body["notifications"][0]["status"], "skipped", "{body}");
+    app.llm
+        .push(Step::error(400, "bad request to the provider"));
+    let resp = app.post_raw(path, json!({"query": "q"}).to_string()).await;
+    let (_, body) = check_json(&doc, path, "post", resp).await;
+    assert_eq!(body["status"], "error", "{body}");
+    let resp = app.post_raw(path, json!({"query": ""}).to_string()).await;
+    assert_eq!(check_json(&doc, path, "post", resp).await.0, 422);
+    // The schema has teeth.
+    let schema = documented_schema(&doc, path, "post", 200, "application/json");
+    let mut broken = body.clone();
+    broken["status"] = json!("maybe");
+    assert!(!schema_errors(&doc, &schema, &broken, "broken").is_empty());
+
+    let reload = "/api/admin/reload/models";
+    let resp = app.client.post(app.url(reload)).send().await.unwrap();
+    let (status, body) = check_json(&doc, reload, "post", resp).await;
+    assert_eq!(status, 200, "{body}");
+    let off = spawn_app().await;
+    let resp = off.client.post(off.url(reload)).send().await.unwrap();
+    assert_eq!(check_json(&doc, reload, "post", resp).await.0, 404);
 }

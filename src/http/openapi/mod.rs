@@ -3,6 +3,7 @@
 //! writes them); only the operations (paths, status codes, headers) are written by hand, in
 //! [`paths`].
 
+mod check_paths;
 mod conversation_paths;
 mod paths;
 mod webhook_paths;
@@ -139,6 +140,7 @@ fn build() -> Value {
     // Requests: what serde accepts (defaults make fields optional).
     let mut input = generator(Contract::Deserialize);
     let chat_request = schema::<ChatRequest>(&mut input);
+    let check_request = schema::<crate::checks::CheckRequest>(&mut input);
     let mut conversation_inputs = json!({
         "create": schema::<api::CreateConversation>(&mut input),
         "update": schema::<api::UpdateConversation>(&mut input),
@@ -171,6 +173,8 @@ fn build() -> Value {
         "DeliveryView": schema::<super::webhooks::DeliveryView>(&mut output),
         "DeliveryPage": schema::<super::webhooks::DeliveryPage>(&mut output),
         "WebhookAnswer": schema::<crate::inbound::WebhookAnswer>(&mut output),
+        "CheckResponse": schema::<crate::checks::CheckResponse>(&mut output),
+        "ReloadResponse": schema::<super::admin::ReloadResponse>(&mut output),
     });
     let mut output_defs = output.take_definitions(true);
     let input_defs = input.take_definitions(true);
@@ -248,6 +252,12 @@ fn build() -> Value {
         answer: r("WebhookAnswer"),
     };
     webhook_paths::add(&mut doc, &webhooks);
+    let checks = check_paths::CheckSchemas {
+        request: check_request,
+        response: r("CheckResponse"),
+        reload: r("ReloadResponse"),
+    };
+    check_paths::add(&mut doc, &checks);
     doc
 }
 
