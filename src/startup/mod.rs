@@ -13,7 +13,7 @@ use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
 use crate::holmes::{ApprovalSigner, StatelessChat};
 use crate::http::capacity::Capacity;
-use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
+use crate::http::server::{Phase, ServeOptions, serve};
 use crate::http::{
     ApiKeys, AppState, BrowserGuard, RequestLimit, SharedState, ShutdownWatch, router,
 };
@@ -89,11 +89,13 @@ pub async fn build_agent(
     });
     let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings), walled_ports)?;
     sandbox.log_summary();
-    let mut tools = load_tools(settings, &sandbox).await?;
+    // Every outbound client trusts these besides the system's roots (CERTIFICATE).
+    let roots = settings.outbound_roots()?;
+    let mut tools = load_tools(settings, &sandbox, &roots).await?;
     let mut mcp_prompts = Vec::new();
     if !settings.mcp_servers.is_empty() {
         let started = Instant::now();
-        let hub = tools::mcp::McpHub::start(&settings.mcp_servers, &sandbox)?;
+        let hub = tools::mcp::McpHub::start(&settings.mcp_servers, &sandbox, &roots)?;
         // Slow servers join when they are ready: start-up waits only briefly.
         hub.wait_for_first_attempts(tools::mcp::STARTUP_WAIT).await;
         mcp_prompts = hub.prompt_sections();
@@ -139,7 +141,7 @@ pub async fn build_agent(
         settings.prompts.enabled.as_deref(),
         settings.prompts.dir.as_deref(),
     )?;
-    let transport = Transport::new(&settings.llm)?;
+    let transport = Transport::new(&settings.llm, &roots)?;
     let timeouts = transport.timeouts();
     let llm = Llm::new(
         Arc::new(OpenAiClient::new(transport.clone())),
@@ -220,9 +222,15 @@ async fn open_conversations(
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
     conversations.maintain();
-    crate::webhooks::start(&settings.webhooks, conversations.store(), default_steps)
-        .await
-        .map_err(|e| StartupError::Config(ConfigError::Invalid(e)))?;
+    let roots = settings.outbound_roots()?;
+    crate::webhooks::start(
+        &settings.webhooks,
+        conversations.store(),
+        default_steps,
+        &roots,
+    )
+    .await
+    .map_err(|e| StartupError::Config(ConfigError::Invalid(e)))?;
     if c.retention_days > 0 {
         let expiring = Arc::downgrade(&conversations);
         let days = c.retention_days;
@@ -289,13 +297,7 @@ impl Application {
         let server = &settings.server;
         let keys = server.all_api_keys();
         check_exposure(&server.host, !keys.is_empty(), server.allow_unauthenticated)?;
-        let tls = match (&server.tls_cert_file, &server.tls_key_file) {
-            (Some(cert), Some(key)) => {
-                install_crypto_provider();
-                Some(tls_acceptor(cert, key).map_err(StartupError::Tls)?)
-            }
-            _ => None,
-        };
+        let tls = crate::http::tls::acceptor(server).map_err(StartupError::Tls)?;
         // Bound first: the tools' sandbox walls its port off before any tool process starts.
         let addr = format!("{}:{}", server.host, server.port);
         let listener = TcpListener::bind(&addr)
