@@ -238,8 +238,8 @@ async fn certificate_makes_outbound_clients_trust_a_private_ca() {
     let api_base = https_llm(&pki, &llm).await;
     let settings = |extra: &str| {
         Settings::from_toml(&format!(
-            "[server]\nhost = \"127.0.0.1\"\nport = 0\n[llm]\nretry_max_attempts = 1\n\
-             [toolsets.kubernetes]\nenabled = false\n{extra}\n\
+            "{extra}\n[server]\nhost = \"127.0.0.1\"\nport = 0\n[llm]\nretry_max_attempts = 1\n\
+             [toolsets.kubernetes]\nenabled = false\n\
              [models.private]\nmodel = \"openai/m\"\napi_base = \"{api_base}\"\n"
         ))
         .unwrap()
