@@ -112,7 +112,7 @@ async fn the_charts_files_load_from_the_default_paths_without_variables() {
         _ => None,
     };
     let files = HolmesFiles::find(&variables, &root);
-    assert_eq!(files.toolset_files, [elsewhere.clone()]);
+    assert_eq!(files.toolset_files, [elsewhere]);
     assert_eq!(files.default_model_list, None);
     assert_eq!(files.skill_dirs, [root.join("skills"), team_skills]);
 

@@ -117,11 +117,12 @@ pub fn denied_path(line: &str) -> Option<String> {
     })
 }
 
-/// The advice to add to a failed server's status for a path it could not open.
+/// The advice to add to a failed server's status for a path it could not open: the path, or
+/// the install tree it lies in, else its directory.
 pub fn advice(path: &str) -> String {
-    let dir = Path::new(path)
-        .parent()
-        .filter(|d| *d != Path::new("/"))
+    let dir = install_root(Path::new(path))
+        .or_else(|| Path::new(path).parent().map(Path::to_path_buf))
+        .filter(|d| d != Path::new("/"))
         .map_or_else(|| path.to_owned(), |d| d.display().to_string());
     format!(
         "the server could not open {path} in the sandbox: if it exists and the server needs \
@@ -250,8 +251,9 @@ mod tests {
         }
         let advice = advice("/opt/x/node_modules/a/index.js");
         assert!(
-            advice.contains("`sandbox.read_paths`") && advice.contains("/opt/x/node_modules/a"),
+            advice.contains("`sandbox.read_paths`") && advice.contains("(or /opt/x/node_modules)"),
             "{advice}"
         );
+        assert!(super::advice("/srv/server.py").contains("(or /srv)"));
     }
 }
