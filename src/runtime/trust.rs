@@ -11,11 +11,18 @@ use rustls_pki_types::pem::PemObject;
 
 /// CA certificates trusted besides the system's; empty by default. Cheap to clone.
 #[derive(Clone, Default)]
-pub struct ExtraRoots(Arc<Vec<reqwest::Certificate>>);
+pub struct ExtraRoots(Arc<Roots>);
+
+#[derive(Default)]
+struct Roots {
+    certificates: Vec<reqwest::Certificate>,
+    /// The same, as PEM: for clients that are not reqwest (aws-config's STS and metadata).
+    pem: Vec<u8>,
+}
 
 impl std::fmt::Debug for ExtraRoots {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ExtraRoots({} certificates)", self.0.len())
+        write!(f, "ExtraRoots({} certificates)", self.0.certificates.len())
     }
 }
 
@@ -39,26 +46,31 @@ impl ExtraRoots {
         if certs.is_empty() {
             return Err("holds no `-----BEGIN CERTIFICATE-----` block".into());
         }
-        let certs = certs
+        let certificates = certs
             .iter()
             .map(|der| reqwest::Certificate::from_der(der))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("holds a certificate that cannot be used: {e}"))?;
-        Ok(ExtraRoots(Arc::new(certs)))
+        Ok(ExtraRoots(Arc::new(Roots { certificates, pem })))
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.certificates.is_empty()
+    }
+
+    /// The certificates as PEM (empty when there are none).
+    pub fn pem(&self) -> &[u8] {
+        &self.0.pem
     }
 
     /// A client builder that trusts the system's roots and these.
     pub fn client_builder(&self) -> reqwest::ClientBuilder {
         super::install_crypto_provider();
         let builder = reqwest::Client::builder();
-        if self.0.is_empty() {
+        if self.is_empty() {
             builder
         } else {
-            builder.tls_certs_merge(self.0.iter().cloned())
+            builder.tls_certs_merge(self.0.certificates.iter().cloned())
         }
     }
 }
@@ -106,7 +118,8 @@ mod tests {
             .collect();
         for form in [engine.encode(&pem), wrapped, pem.clone()] {
             let roots = ExtraRoots::from_base64_pem(&form).expect("loads");
-            assert_eq!(roots.0.len(), 1);
+            assert_eq!(roots.0.certificates.len(), 1);
+            assert!(roots.pem().starts_with(b"-----BEGIN CERTIFICATE-----"));
             roots
                 .client_builder()
                 .build()
