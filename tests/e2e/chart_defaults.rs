@@ -101,6 +101,22 @@ async fn the_charts_files_load_from_the_default_paths_without_variables() {
         "the chart's skill, named after its directory, is offered: {prompt}"
     );
 
+    // The chart renders `mcp_servers` into the same file; `allowed_tools` may sit inside
+    // `config` there, as HolmesGPT accepts it.
+    write(
+        &root.join("config/custom_toolset.yaml"),
+        "mcp_servers:\n  docs:\n    config:\n      url: http://127.0.0.1:9/mcp\n      mode: streamable-http\n      allowed_tools: [search]\n",
+    );
+    let s = triage::config::Settings::from_holmes_and_toml(
+        &HolmesFiles::find(&no_variables, &root),
+        &[],
+    )
+    .expect("the chart's mcp_servers load");
+    assert_eq!(
+        s.mcp_servers["docs"].allowed_tools(),
+        Some(&["search".to_owned()][..])
+    );
+
     // Set variables win over the defaults, as in HolmesGPT; CUSTOM_SKILL_PATHS adds to them.
     let elsewhere = root.join("elsewhere.yaml");
     write(&elsewhere, "toolsets: {}\n");
