@@ -297,6 +297,10 @@ impl Application {
         let server = &settings.server;
         let keys = server.all_api_keys();
         check_exposure(&server.host, !keys.is_empty(), server.allow_unauthenticated)?;
+        let in_a_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+        if let Some(warning) = loopback_in_a_pod(&server.host, in_a_pod) {
+            tracing::warn!("{warning}");
+        }
         let tls = crate::http::tls::acceptor(server).map_err(StartupError::Tls)?;
         // Bound first: the tools' sandbox walls its port off before any tool process starts.
         let addr = format!("{}:{}", server.host, server.port);
@@ -451,6 +455,19 @@ fn check_exposure(
     Err(StartupError::Unprotected(host.to_owned()))
 }
 
+/// HolmesGPT listens on 0.0.0.0 by default, triage on loopback: in a pod that address is out of
+/// reach of the Service and the kubelet's probes, which a deployment copied from HolmesGPT's
+/// (no HOLMES_HOST) would only see as failing probes.
+fn loopback_in_a_pod(host: &str, in_a_pod: bool) -> Option<String> {
+    let loopback = matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]");
+    (in_a_pod && loopback).then(|| {
+        format!(
+            "listening on {host} in a Kubernetes pod: the Service and the probes cannot reach \
+             it; set HOLMES_HOST=0.0.0.0 (HolmesGPT's default) with an API key"
+        )
+    })
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -508,6 +525,14 @@ mod tests {
                 "{path}: {sensitive:?}"
             );
         }
+    }
+
+    #[test]
+    fn loopback_in_a_pod_is_named() {
+        let warning = loopback_in_a_pod("127.0.0.1", true).expect("a warning");
+        assert!(warning.contains("HOLMES_HOST=0.0.0.0"), "{warning}");
+        assert_eq!(loopback_in_a_pod("127.0.0.1", false), None);
+        assert_eq!(loopback_in_a_pod("0.0.0.0", true), None);
     }
 
     #[test]
