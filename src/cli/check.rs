@@ -8,7 +8,6 @@ use crate::config::Settings;
 use crate::llm::ModelRegistry;
 use crate::llm::probe::probe;
 use crate::llm::registry::NO_MODEL_HELP;
-use crate::runtime::install_crypto_provider;
 use crate::startup::{StartupError, build_agent};
 use crate::tools::ToolsetStatus;
 
@@ -65,8 +64,16 @@ pub async fn check(settings: &Settings) -> ExitCode {
     if models.is_empty() {
         println!("models: none\n  {NO_MODEL_HELP}");
     } else {
-        install_crypto_provider();
-        let http = match reqwest::Client::builder()
+        // As the server's providers do: the system's roots and CERTIFICATE's.
+        let roots = match settings.outbound_roots() {
+            Ok(roots) => roots,
+            Err(e) => {
+                eprintln!("triage: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+        };
+        let http = match roots
+            .client_builder()
             .connect_timeout(PROBE_TIMEOUT)
             .build()
         {

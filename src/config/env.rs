@@ -14,6 +14,9 @@ pub const HOLMES_ENV: &[(&str, &str)] = &[
     ),
     ("HOLMES_SSL_CERTFILE", "server.tls_cert_file"),
     ("HOLMES_SSL_KEYFILE", "server.tls_key_file"),
+    ("HOLMES_SSL_KEYFILE_PASSWORD", "server.tls_key_password"),
+    ("HOLMES_SSL_CA_CERTS", "server.tls_client_ca_file"),
+    ("CERTIFICATE", "ca_certificate"),
     (
         "HOLMES_PASSTHROUGH_BLOCKED_HEADERS",
         "server.passthrough_blocked_headers",

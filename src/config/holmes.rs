@@ -15,6 +15,11 @@ use super::ConfigError;
 use super::holmes_report::HolmesReport;
 use super::holmes_toolsets::{ToolsetMapping, map_toolsets};
 
+/// Where HolmesGPT's Helm chart mounts its files and where HolmesGPT looks for them when the
+/// variables naming them are unset: `config/model_list.yaml`, `config/custom_toolset.yaml`
+/// and `skills/`.
+pub const HOLMES_ROOT: &str = "/etc/holmes";
+
 /// The files to read.
 #[derive(Debug, Clone, Default)]
 pub struct HolmesFiles {
@@ -22,28 +27,68 @@ pub struct HolmesFiles {
     pub config: Option<PathBuf>,
     /// `CUSTOM_TOOLSET_LOCATION` (comma-separated, as HolmesGPT's deployments may set it).
     pub toolset_files: Vec<PathBuf>,
+    /// The model list at HolmesGPT's default path, read when `MODEL_LIST_FILE_LOCATION` is
+    /// unset and the file exists.
+    pub default_model_list: Option<PathBuf>,
+    /// Skill directories: `skills/` under the root when it exists, then `CUSTOM_SKILL_PATHS`
+    /// (comma-separated, as the chart renders it); added to `config.yaml`'s
+    /// `custom_skill_paths`.
+    pub skill_dirs: Vec<PathBuf>,
 }
 
 impl HolmesFiles {
-    /// Where HolmesGPT looks: `$HOLMES_CONFIGPATH_DIR/config.yaml`, else
-    /// `$HOME/.holmes/config.yaml` (either only when the file exists), and
-    /// `CUSTOM_TOOLSET_LOCATION`.
+    /// Where HolmesGPT looks, from the process environment, under [`HOLMES_ROOT`].
     pub fn from_env() -> HolmesFiles {
-        let set = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty());
+        let lookup = |var: &str| std::env::var(var).ok();
+        HolmesFiles::find(&lookup, Path::new(HOLMES_ROOT))
+    }
+
+    /// Where HolmesGPT looks: `$HOLMES_CONFIGPATH_DIR/config.yaml`, else
+    /// `$HOME/.holmes/config.yaml` (either only when the file exists);
+    /// `CUSTOM_TOOLSET_LOCATION`, else `<root>/config/custom_toolset.yaml` when it exists;
+    /// `<root>/config/model_list.yaml` when it exists and `MODEL_LIST_FILE_LOCATION` is
+    /// unset; `<root>/skills` when it exists and `CUSTOM_SKILL_PATHS`. `root` is
+    /// [`HOLMES_ROOT`] but for tests, which cannot write there: a parameter rather than a
+    /// variable, so no deployment can move it by accident.
+    pub fn find(lookup: &dyn Fn(&str) -> Option<String>, root: &Path) -> HolmesFiles {
+        // An empty variable is unset (Helm renders unset values empty).
+        let set = |var: &str| lookup(var).filter(|v| !v.trim().is_empty());
+        let list = |var: &str| -> Vec<PathBuf> {
+            set(var)
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+                .collect()
+        };
         let dir = set("HOLMES_CONFIGPATH_DIR")
             .map(PathBuf::from)
             .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".holmes")));
         let config = dir.map(|d| d.join("config.yaml")).filter(|f| f.is_file());
-        let toolset_files = std::env::var("CUSTOM_TOOLSET_LOCATION")
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
+        let mut toolset_files = list("CUSTOM_TOOLSET_LOCATION");
+        let chart_toolsets = root.join("config/custom_toolset.yaml");
+        if set("CUSTOM_TOOLSET_LOCATION").is_none() && chart_toolsets.is_file() {
+            toolset_files.push(chart_toolsets);
+        }
+        let default_model_list = Some(root.join("config/model_list.yaml"))
+            .filter(|f| set("MODEL_LIST_FILE_LOCATION").is_none() && f.is_file());
+        let chart_skills = root.join("skills");
+        let mut skill_dirs: Vec<PathBuf> = chart_skills
+            .is_dir()
+            .then_some(chart_skills)
+            .into_iter()
             .collect();
+        for dir in list("CUSTOM_SKILL_PATHS") {
+            if !skill_dirs.contains(&dir) {
+                skill_dirs.push(dir);
+            }
+        }
         HolmesFiles {
             config,
             toolset_files,
+            default_model_list,
+            skill_dirs,
         }
     }
 }
@@ -107,6 +152,31 @@ pub fn read(files: &HolmesFiles) -> Result<(Vec<HolmesLayer>, HolmesReport), Con
     }
     for file in &files.toolset_files {
         layers.push(toolset_file(file, &mut report)?);
+    }
+    if let Some(file) = &files.default_model_list {
+        layers.push(HolmesLayer {
+            name: format!("HolmesGPT's default model list {}", file.display()),
+            value: json!({ "model_list_file": file.display().to_string() }),
+        });
+    }
+    if !files.skill_dirs.is_empty() {
+        // After `custom_skill_paths`, which this layer would otherwise replace.
+        let mut dirs: Vec<Value> = layers
+            .iter()
+            .filter_map(|l| l.value.pointer("/skills/paths").and_then(Value::as_array))
+            .flatten()
+            .cloned()
+            .collect();
+        for dir in &files.skill_dirs {
+            let dir = Value::String(dir.display().to_string());
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+        layers.push(HolmesLayer {
+            name: "HolmesGPT's skill directories (/etc/holmes/skills, CUSTOM_SKILL_PATHS)".into(),
+            value: json!({ "skills": { "paths": dirs } }),
+        });
     }
     Ok((layers, report))
 }

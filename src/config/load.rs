@@ -58,6 +58,7 @@ impl Settings {
         })?;
         settings.model_order = model_order;
         settings.holmes = holmes_report;
+        super::webhooks::name_unnamed(&mut settings.webhooks);
         settings.validate()?;
         settings.config_file = file;
         Ok(settings)
@@ -88,6 +89,7 @@ impl Settings {
         let mut settings: Settings = figment.extract()?;
         settings.holmes = holmes_report;
         settings.model_order = models_in_file_order(layers);
+        super::webhooks::name_unnamed(&mut settings.webhooks);
         settings.validate()?;
         Ok(settings)
     }
@@ -201,6 +203,30 @@ impl Settings {
                 "TLS needs both `server.tls_cert_file` and `server.tls_key_file` (HOLMES_SSL_CERTFILE / HOLMES_SSL_KEYFILE)".into(),
             ));
         }
+        // As HolmesGPT: without a certificate these would leave the server on plain HTTP.
+        let password_set = self
+            .server
+            .tls_key_password
+            .as_deref()
+            .is_some_and(|p| !p.is_empty());
+        for (set, key) in [
+            (
+                password_set,
+                "`server.tls_key_password` (HOLMES_SSL_KEYFILE_PASSWORD)",
+            ),
+            (
+                self.server.tls_client_ca_file.is_some(),
+                "`server.tls_client_ca_file` (HOLMES_SSL_CA_CERTS)",
+            ),
+        ] {
+            if set && self.server.tls_cert_file.is_none() {
+                return Err(ConfigError::Invalid(format!(
+                    "{key} is set but TLS is not: set `server.tls_cert_file` and \
+                     `server.tls_key_file` (HOLMES_SSL_CERTFILE / HOLMES_SSL_KEYFILE) too"
+                )));
+            }
+        }
+        self.outbound_roots()?;
         let keepalive = self.server.keepalive_interval_secs;
         if !(keepalive.is_finite() && keepalive >= 0.0) {
             return Err(ConfigError::Invalid(format!(
@@ -352,6 +378,28 @@ mod tests {
                 "{half}: {err}"
             );
         }
+    }
+
+    /// As HolmesGPT: a key password or a client CA without a certificate would serve plain
+    /// HTTP while the operator believes TLS is on.
+    #[test]
+    fn tls_extras_without_tls_are_refused() {
+        for (extra, key) in [
+            ("tls_key_password = \"p\"", "HOLMES_SSL_KEYFILE_PASSWORD"),
+            (
+                "tls_client_ca_file = \"/etc/ca.crt\"",
+                "HOLMES_SSL_CA_CERTS",
+            ),
+        ] {
+            let err = Settings::from_toml(&format!("[server]\n{extra}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(key) && err.contains("HOLMES_SSL_CERTFILE"),
+                "{err}"
+            );
+        }
+        assert!(Settings::from_toml("[server]\ntls_key_password = \"\"\n").is_ok());
     }
 
     #[test]

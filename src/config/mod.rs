@@ -70,6 +70,10 @@ pub struct Settings {
     /// HolmesGPT's model list YAML (MODEL_LIST_FILE_LOCATION).
     #[serde(default)]
     pub model_list_file: Option<PathBuf>,
+    /// Base64 of PEM CA certificates every outbound HTTPS client trusts besides the system's
+    /// (HolmesGPT's CERTIFICATE): LLM providers, MCP servers, Prometheus, web pages, webhooks.
+    #[serde(default)]
+    pub ca_certificate: Option<String>,
     /// A single model from HolmesGPT's MODEL / API_KEY / API_BASE / API_VERSION.
     #[serde(default)]
     pub env_model: Option<ModelEntry>,
@@ -107,6 +111,13 @@ pub struct ServerSettings {
     pub tls_cert_file: Option<PathBuf>,
     #[serde(default)]
     pub tls_key_file: Option<PathBuf>,
+    /// Opens an encrypted PKCS#8 `tls_key_file` (HOLMES_SSL_KEYFILE_PASSWORD).
+    #[serde(default)]
+    pub tls_key_password: Option<String>,
+    /// CA certificates (PEM) client certificates must be issued by; set, every client must
+    /// present one (HOLMES_SSL_CA_CERTS, as HolmesGPT's CERT_REQUIRED).
+    #[serde(default)]
+    pub tls_client_ca_file: Option<PathBuf>,
     /// Browser origins allowed by CORS; empty disables CORS. `*` allows any origin.
     #[serde(default)]
     pub cors_allowed_origins: Vec<String>,
@@ -405,6 +416,19 @@ pub fn without_values(e: figment::Error) -> figment::Error {
         chained = chained.chain(next);
     }
     chained
+}
+
+impl Settings {
+    /// The extra CA certificates of `ca_certificate` for outbound clients (checked when the
+    /// settings load, so an error here names the key again).
+    pub fn outbound_roots(&self) -> Result<crate::runtime::trust::ExtraRoots, ConfigError> {
+        match self.ca_certificate.as_deref().map(str::trim) {
+            None | Some("") => Ok(crate::runtime::trust::ExtraRoots::default()),
+            Some(text) => crate::runtime::trust::ExtraRoots::from_base64_pem(text).map_err(|why| {
+                ConfigError::Invalid(format!("`ca_certificate` (CERTIFICATE) {why}"))
+            }),
+        }
+    }
 }
 
 impl ServerSettings {

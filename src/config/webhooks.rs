@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct WebhookSettings {
     /// Names the receiver in metrics, logs and the deliveries API; its queue is keyed by it,
-    /// so renaming a receiver starts a new queue.
+    /// so renaming a receiver starts a new queue. Unset: its URL's host ([`name_unnamed`]).
+    #[serde(default)]
     pub name: String,
     /// `http(s)://host[:port][/path]`: deliveries go to `{base_url}/conversations` and
     /// `{base_url}/events/{conversation_id}`.
@@ -146,11 +147,58 @@ const RESERVED_HEADERS: &[&str] = &[
 
 const UPDATES: &[&str] = &["conversations", "events"];
 
+/// Names each receiver written without a `name` after its URL's host (as the earlier
+/// examples wrote them): `hooks.example`, then `hooks.example-2` for a second one on that
+/// host, never a name another receiver has. A URL without a host is left for [`validate`]
+/// to name.
+pub fn name_unnamed(receivers: &mut [WebhookSettings]) {
+    let mut taken: BTreeSet<String> = receivers
+        .iter()
+        .map(|r| r.name.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    for r in receivers.iter_mut().filter(|r| r.name.trim().is_empty()) {
+        let Some(host) = base_url(&r.base_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+        else {
+            continue;
+        };
+        // An IPv6 host's brackets and colons are not name characters.
+        let stem: String = host
+            .trim_matches(['[', ']'])
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(60)
+            .collect();
+        let name = (1..)
+            .map(|n| {
+                if n == 1 {
+                    stem.clone()
+                } else {
+                    format!("{stem}-{n}")
+                }
+            })
+            .find(|candidate| !taken.contains(candidate))
+            .unwrap_or_default();
+        taken.insert(name.clone());
+        r.name = name;
+    }
+}
+
 /// Checks every receiver; the error names the key (`webhooks[N].key`) and the receiver.
 pub fn validate(receivers: &[WebhookSettings]) -> Result<(), String> {
     let mut names = BTreeSet::new();
     for (i, r) in receivers.iter().enumerate() {
         let key = |field: &str| format!("`webhooks[{i}].{field}` (receiver '{}')", r.name);
+        // A receiver without a name is named by its URL: a URL without a host is the error.
+        base_url(&r.base_url).map_err(|why| format!("{}: {why}", key("base_url")))?;
         let valid_name = !r.name.is_empty()
             && r.name.len() <= 64
             && r.name
@@ -165,7 +213,6 @@ pub fn validate(receivers: &[WebhookSettings]) -> Result<(), String> {
         if !names.insert(r.name.as_str()) {
             return Err(format!("{}: two receivers have this name", key("name")));
         }
-        base_url(&r.base_url).map_err(|why| format!("{}: {why}", key("base_url")))?;
         if r.updates.is_empty() {
             return Err(format!(
                 "{}: list `conversations`, `events` or both",
@@ -381,5 +428,31 @@ mod tests {
         ];
         assert!(validate(&twice).unwrap_err().contains("two receivers"));
         assert!(validate(&[WebhookSettings::new("ok", "http://127.0.0.1:9/x")]).is_ok());
+    }
+
+    #[test]
+    fn receivers_without_a_name_are_named_after_their_host() {
+        let mut receivers = [
+            WebhookSettings::new("", "https://hooks.example/a"),
+            WebhookSettings::new("hooks.example-2", "https://other.example"),
+            WebhookSettings::new("", "https://hooks.example:8443/b"),
+            WebhookSettings::new("  ", "http://[::1]:9/"),
+            WebhookSettings::new("", "not a url"),
+        ];
+        name_unnamed(&mut receivers);
+        let names: Vec<&str> = receivers.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "hooks.example",
+                "hooks.example-2",
+                "hooks.example-3",
+                "--1",
+                ""
+            ]
+        );
+        let err = validate(&receivers).unwrap_err();
+        assert!(err.contains("`webhooks[4].base_url`"), "{err}");
+        assert!(validate(&receivers[..4]).is_ok());
     }
 }

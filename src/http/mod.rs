@@ -23,6 +23,7 @@ mod origin;
 pub mod responses;
 pub mod server;
 pub mod sse;
+pub mod tls;
 mod unread;
 mod webhooks;
 

@@ -201,26 +201,3 @@ fn from_a_tool(check: &crate::sandbox::PeerCheck, stream: &TcpStream, peer: Sock
     }
     true
 }
-
-/// Builds the TLS acceptor from PEM files.
-pub fn tls_acceptor(
-    cert: &std::path::Path,
-    key: &std::path::Path,
-) -> Result<tokio_rustls::TlsAcceptor, String> {
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let certs = CertificateDer::pem_file_iter(cert)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("cannot read TLS certificate {}: {e}", cert.display()))?;
-    if certs.is_empty() {
-        return Err(format!("no certificate in {}", cert.display()));
-    }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("cannot read TLS key {}: {e}", key.display()))?;
-    let mut config = tokio_rustls::rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| format!("invalid TLS certificate or key: {e}"))?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
-}

@@ -261,7 +261,14 @@ fn resolve(
         }
         "bedrock" => {
             api = Api::BedrockConverse;
-            super::bedrock::resolve(name, api_base.as_deref(), entry, issued).map_err(invalid)?
+            super::bedrock::resolve(
+                name,
+                api_base.as_deref(),
+                entry,
+                issued,
+                &settings.outbound_roots()?,
+            )
+            .map_err(invalid)?
         }
         "azure" => {
             let base = api_base.ok_or_else(|| {

@@ -59,13 +59,19 @@ pub struct Transport {
 }
 
 impl Transport {
-    pub fn new(settings: &LlmSettings) -> Result<Transport, reqwest::Error> {
+    /// `roots`: trusted besides the system's (`CERTIFICATE`), by every provider.
+    pub fn new(
+        settings: &LlmSettings,
+        roots: &crate::runtime::trust::ExtraRoots,
+    ) -> Result<Transport, reqwest::Error> {
         let secs = Duration::from_secs_f64;
         // One pool per serving thread: a pooled connection's task runs where it was opened,
         // so a shard's requests reuse only connections that shard drives.
         let connect_timeout = secs(settings.connect_timeout_secs);
+        let roots = roots.clone();
         let http = Arc::new(PerShard::new(move || {
-            reqwest::Client::builder()
+            roots
+                .client_builder()
                 .connect_timeout(connect_timeout)
                 // Below the keep-alive of common servers (uvicorn, and so LiteLLM: 5 s; nginx:
                 // 75 s), so triage drops an idle connection before the server closes it under a

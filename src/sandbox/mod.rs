@@ -339,6 +339,19 @@ impl Sandbox {
         rules::build(&plan).map_err(io_error("building the Landlock rules"))
     }
 
+    /// Whether a grant of `path` would reach one of triage's own files: it is one, lies in
+    /// one (the data directory) or holds one (the rules would cut them out, but a grant a
+    /// toolset works out for itself should not name them at all). `/` holds them all.
+    pub fn guards(&self, path: &Path) -> bool {
+        let Some(path) = rules::canonical_or_planned(path) else {
+            return true;
+        };
+        self.inner
+            .protected
+            .iter()
+            .any(|own| own.starts_with(&path) || path.starts_with(own))
+    }
+
     /// The default sandbox, for tests.
     #[cfg(test)]
     pub(crate) fn for_tests() -> Sandbox {

@@ -74,6 +74,13 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
             .filter_map(|var| std::env::var(var).ok()),
     );
     secrets.extend(settings.server.all_api_keys());
+    secrets.extend(
+        settings
+            .server
+            .tls_key_password
+            .clone()
+            .filter(|p| !p.is_empty()),
+    );
     secrets.extend(settings.approvals.signing_key.clone());
     secrets.extend(settings.conversations.database_password());
     secrets.extend(settings.conversations.secret_key.clone());

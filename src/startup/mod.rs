@@ -15,7 +15,7 @@ use crate::config::{ConfigError, Settings};
 use crate::conversations::Conversations;
 use crate::holmes::{ApprovalSigner, StatelessChat};
 use crate::http::capacity::Capacity;
-use crate::http::server::{Phase, ServeOptions, serve, tls_acceptor};
+use crate::http::server::{Phase, ServeOptions, serve};
 use crate::http::{
     ApiKeys, AppState, BrowserGuard, RequestLimit, SharedState, ShutdownWatch, router,
 };
@@ -114,11 +114,13 @@ async fn build_tools(
 ) -> Result<(Arc<crate::tools::ToolRegistry>, Arc<Prompts>), StartupError> {
     let sandbox = Sandbox::new(&settings.sandbox, &own_files(settings), walled_ports)?;
     sandbox.log_summary();
-    let mut tools = load_tools(settings, &sandbox).await?;
+    // Every outbound client trusts these besides the system's roots (CERTIFICATE).
+    let roots = settings.outbound_roots()?;
+    let mut tools = load_tools(settings, &sandbox, &roots).await?;
     let mut mcp_prompts = Vec::new();
     if !settings.mcp_servers.is_empty() {
         let started = Instant::now();
-        let hub = tools::mcp::McpHub::start(&settings.mcp_servers, &sandbox)?;
+        let hub = tools::mcp::McpHub::start(&settings.mcp_servers, &sandbox, &roots)?;
         // Slow servers join when they are ready: start-up waits only briefly.
         hub.wait_for_first_attempts(tools::mcp::STARTUP_WAIT).await;
         mcp_prompts = hub.prompt_sections();
@@ -175,7 +177,7 @@ fn assemble(
     prompts: Arc<Prompts>,
     masker: Arc<SecretMasker>,
 ) -> Result<Arc<Agent>, StartupError> {
-    let transport = Transport::new(&settings.llm)?;
+    let transport = Transport::new(&settings.llm, &settings.outbound_roots()?)?;
     let timeouts = transport.timeouts();
     let llm = Llm::new(
         Arc::new(OpenAiClient::new(transport.clone())),
@@ -254,9 +256,15 @@ async fn open_conversations(
         .await
         .map_err(|e| StartupError::Store(e.to_string()))?;
     conversations.maintain();
-    crate::webhooks::start(&settings.webhooks, conversations.store(), default_steps)
-        .await
-        .map_err(|e| StartupError::Config(ConfigError::Invalid(e)))?;
+    let roots = settings.outbound_roots()?;
+    crate::webhooks::start(
+        &settings.webhooks,
+        conversations.store(),
+        default_steps,
+        &roots,
+    )
+    .await
+    .map_err(|e| StartupError::Config(ConfigError::Invalid(e)))?;
     if c.retention_days > 0 {
         let expiring = Arc::downgrade(&conversations);
         let days = c.retention_days;
@@ -335,13 +343,11 @@ impl Application {
         let server = &settings.server;
         let keys = server.all_api_keys();
         check_exposure(&server.host, !keys.is_empty(), server.allow_unauthenticated)?;
-        let tls = match (&server.tls_cert_file, &server.tls_key_file) {
-            (Some(cert), Some(key)) => {
-                install_crypto_provider();
-                Some(tls_acceptor(cert, key).map_err(StartupError::Tls)?)
-            }
-            _ => None,
-        };
+        let in_a_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+        if let Some(warning) = loopback_in_a_pod(&server.host, in_a_pod) {
+            tracing::warn!("{warning}");
+        }
+        let tls = crate::http::tls::acceptor(server).map_err(StartupError::Tls)?;
         // Bound first: the tools' sandbox walls its port off before any tool process starts.
         let addr = format!("{}:{}", server.host, server.port);
         let listener = TcpListener::bind(&addr)
@@ -507,6 +513,19 @@ fn check_exposure(
     Err(StartupError::Unprotected(host.to_owned()))
 }
 
+/// HolmesGPT listens on 0.0.0.0 by default, triage on loopback: in a pod that address is out of
+/// reach of the Service and the kubelet's probes, which a deployment copied from HolmesGPT's
+/// (no HOLMES_HOST) would only see as failing probes.
+fn loopback_in_a_pod(host: &str, in_a_pod: bool) -> Option<String> {
+    let loopback = matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]");
+    (in_a_pod && loopback).then(|| {
+        format!(
+            "listening on {host} in a Kubernetes pod: the Service and the probes cannot reach \
+             it; set HOLMES_HOST=0.0.0.0 (HolmesGPT's default) with an API key"
+        )
+    })
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -564,6 +583,14 @@ mod tests {
                 "{path}: {sensitive:?}"
             );
         }
+    }
+
+    #[test]
+    fn loopback_in_a_pod_is_named() {
+        let warning = loopback_in_a_pod("127.0.0.1", true).expect("a warning");
+        assert!(warning.contains("HOLMES_HOST=0.0.0.0"), "{warning}");
+        assert_eq!(loopback_in_a_pod("127.0.0.1", false), None);
+        assert_eq!(loopback_in_a_pod("0.0.0.0", true), None);
     }
 
     #[test]

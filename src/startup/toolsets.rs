@@ -77,9 +77,11 @@ pub(super) fn bash_settings(settings: &Settings) -> tools::bash::BashConfig {
 pub(super) async fn load_tools(
     settings: &Settings,
     sandbox: &Sandbox,
+    roots: &crate::runtime::trust::ExtraRoots,
 ) -> Result<ToolRegistry, StartupError> {
     let cfg = &settings.toolsets;
-    let http = reqwest::Client::builder()
+    let http = roots
+        .client_builder()
         .connect_timeout(Duration::from_secs(10))
         .build()?;
     let (kubernetes, prometheus) = tokio::join!(
@@ -91,7 +93,7 @@ pub(super) async fn load_tools(
         tools::bash::toolset(&bash_settings(settings), sandbox),
         kubernetes,
         prometheus,
-        tools::internet::toolset(&cfg.internet, &http, sandbox.walled_ports()),
+        tools::internet::toolset(&cfg.internet, roots, sandbox.walled_ports()),
     ];
     toolsets.extend(tools::skills::toolset(&settings.skills));
     let lookup = |var: &str| std::env::var(var).ok();
@@ -99,6 +101,7 @@ pub(super) async fn load_tools(
         sandbox,
         memory_limit_mb: cfg.bash.memory_limit_mb,
         lookup: &lookup,
+        roots,
     };
     let yaml = tools::yaml::toolsets(&settings.yaml_toolsets, &shared)
         .await

@@ -1,5 +1,5 @@
 //! Skills (HolmesGPT's successor of runbooks): `SKILL.md` files whose frontmatter gives a
-//! `name` and a `description`. The system prompt lists them; the model loads one with
+//! `description` and a `name` (by default the file's directory). The system prompt lists them; the model loads one with
 //! `fetch_skill`. The files are found once at start-up in the configured directories and a
 //! call names a skill, never a path: triage reads the file it indexed, so a name such as
 //! `../../etc/passwd` is only an unknown skill.
@@ -75,12 +75,21 @@ pub fn discover(dirs: &[PathBuf]) -> (Vec<Skill>, Vec<String>) {
         }
         for file in candidates.into_iter().filter(|f| f.is_file()) {
             match read_skill(&file, &root) {
-                Ok(skill) if skills.iter().any(|s| s.name == skill.name) => problems.push(format!(
-                    "{}: a skill named `{}` is already loaded",
-                    file.display(),
-                    skill.name
-                )),
-                Ok(skill) => skills.push(skill),
+                // As in HolmesGPT, a later directory's skill replaces an earlier one of that name
+                // (a team's directory listed after the shared one overrides it).
+                Ok(skill) => {
+                    if let Some(earlier) = skills.iter_mut().find(|s| s.name == skill.name) {
+                        problems.push(format!(
+                            "{}: overrides the skill `{}` of {}",
+                            file.display(),
+                            skill.name,
+                            earlier.path.display()
+                        ));
+                        *earlier = skill;
+                    } else {
+                        skills.push(skill);
+                    }
+                }
                 Err(e) => problems.push(format!("{}: {e}", file.display())),
             }
         }
@@ -98,9 +107,16 @@ fn read_skill(file: &Path, root: &Path) -> Result<Skill, String> {
         split_frontmatter(&text).ok_or("no `---` frontmatter with name and description")?;
     let front: Frontmatter =
         serde_norway::from_str(front).map_err(|e| format!("frontmatter: {e}"))?;
+    // HolmesGPT's default: the directory the file is in, as it is named where it was found
+    // (a ConfigMap mount's `<skill>` link, not the timestamped directory behind it).
     let name = front
         .name
         .filter(|n| !n.trim().is_empty())
+        .or_else(|| {
+            file.parent()
+                .and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+        })
         .ok_or("frontmatter has no `name`")?;
     let description = front
         .description
@@ -364,6 +380,39 @@ mod tests {
         let (skills, problems) = discover(&[dir.path().to_path_buf()]);
         assert!(skills.is_empty());
         assert!(problems[0].contains("outside"), "{problems:?}");
+    }
+
+    /// The layout a Kubernetes ConfigMap volume has (HolmesGPT's chart mounts `customSkills`
+    /// so): `<skill>` links to `..data/<skill>`, `..data` to a timestamped directory. The
+    /// chart's skills carry no `name`: each is named after its directory. Of two skills with
+    /// one name, the later directory's wins.
+    #[test]
+    fn configmap_mounts_and_unnamed_skills_load_as_in_holmesgpt() {
+        let dir = TempDir::new();
+        write(
+            dir.path(),
+            "..2026_01_01_00_00_00.1/dns/SKILL.md",
+            "---\ndescription: DNS failures\n---\nCheck CoreDNS\n",
+        );
+        std::os::unix::fs::symlink("..2026_01_01_00_00_00.1", dir.path().join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/dns", dir.path().join("dns")).unwrap();
+        let team = TempDir::new();
+        write(
+            team.path(),
+            "dns/SKILL.md",
+            "---\nname: dns\ndescription: Our DNS runbook\n---\nAsk the network team\n",
+        );
+        let (skills, problems) = discover(&[dir.path().to_path_buf(), team.path().to_path_buf()]);
+        assert_eq!(skills.len(), 1, "{skills:?} {problems:?}");
+        assert_eq!(skills[0].name, "dns");
+        assert_eq!(skills[0].description, "Our DNS runbook");
+        assert!(problems[0].contains("overrides"), "{problems:?}");
+        let (alone, problems) = discover(&[dir.path().to_path_buf()]);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            (alone[0].name.as_str(), alone[0].description.as_str()),
+            ("dns", "DNS failures")
+        );
     }
 
     #[test]

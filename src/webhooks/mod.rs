@@ -93,13 +93,14 @@ pub async fn start(
     receivers: &[WebhookSettings],
     store: &Store,
     default_steps: u32,
+    roots: &crate::runtime::trust::ExtraRoots,
 ) -> Result<(), String> {
     if receivers.is_empty() {
         return Ok(());
     }
     let built = receivers
         .iter()
-        .map(send::Receiver::new)
+        .map(|r| send::Receiver::new(r, roots))
         .collect::<Result<Vec<_>, _>>()?;
     // One SQLite file has one replica: claims left by the process that ran before are its own.
     if store.backend() == Backend::Sqlite {

@@ -50,7 +50,10 @@ pub(crate) enum Outcome {
 impl Receiver {
     /// Settings already validated (`config::validate`); a value that fails here anyway is an
     /// error naming the receiver.
-    pub fn new(settings: &WebhookSettings) -> Result<Receiver, String> {
+    pub fn new(
+        settings: &WebhookSettings,
+        roots: &crate::runtime::trust::ExtraRoots,
+    ) -> Result<Receiver, String> {
         let name = &settings.name;
         let bad = |why: String| format!("webhook receiver '{name}': {why}");
         let base = config::base_url(&settings.base_url).map_err(bad)?;
@@ -81,8 +84,8 @@ impl Receiver {
             .map_err(bad)?
             .map(String::into_bytes);
         let timeout = Duration::from_secs_f64(settings.timeout_secs);
-        crate::runtime::install_crypto_provider();
-        let client = reqwest::Client::builder()
+        let client = roots
+            .client_builder()
             // A receiver names where deliveries go once, in the config: a redirect would let
             // it (or whoever answers for it) send them somewhere else.
             .redirect(reqwest::redirect::Policy::none())
@@ -286,7 +289,7 @@ mod tests {
         settings.max_attempts = 4;
         settings.retry_base_delay_ms = 1000;
         settings.retry_max_delay_secs = 3.0;
-        let receiver = Receiver::new(&settings).unwrap();
+        let receiver = Receiver::new(&settings, &Default::default()).unwrap();
         let now = Utc::now();
         let delivery = Delivery {
             seq: 1,

@@ -192,6 +192,7 @@ async fn reloading_toolsets_reads_the_toolset_files_again() {
     let holmes = HolmesFiles {
         config: None,
         toolset_files: vec![file.clone()],
+        ..HolmesFiles::default()
     };
     let app = spawn_app_reloadable(holmes, &[ADMIN_ON]).await;
     let has_toolset = |info: &Value| {

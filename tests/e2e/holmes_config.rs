@@ -65,6 +65,7 @@ fn the_files_map_onto_triages_settings() {
     let files = HolmesFiles {
         config: Some(config.clone()),
         toolset_files: vec![fixture("holmes/helm_custom_toolset.yaml")],
+        ..HolmesFiles::default()
     };
     let s = Settings::from_holmes_and_toml(&files, &[]).expect("HolmesGPT files load");
     let env_model = s.env_model.as_ref().expect("the model of config.yaml");
@@ -114,6 +115,7 @@ fn unknown_keys_are_errors_naming_key_and_file() {
         let files = HolmesFiles {
             config: Some(config.clone()),
             toolset_files: Vec::new(),
+            ..HolmesFiles::default()
         };
         Settings::from_holmes_and_toml(&files, &[])
             .map(|_| ())
@@ -142,6 +144,7 @@ fn unknown_keys_are_errors_naming_key_and_file() {
     let files = HolmesFiles {
         config: Some(config.clone()),
         toolset_files: Vec::new(),
+        ..HolmesFiles::default()
     };
     let s = Settings::from_holmes_and_toml(&files, &[]).expect("mcp_servers load");
     let docs = &s.mcp_servers["docs"];
@@ -158,6 +161,7 @@ fn unknown_keys_are_errors_naming_key_and_file() {
         &HolmesFiles {
             config: None,
             toolset_files: vec![file.clone()],
+            ..HolmesFiles::default()
         },
         &[],
     )

@@ -10,13 +10,13 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, eventually, free_port, names, spawn_app_with};
 
-fn servers_dir() -> PathBuf {
+pub(crate) fn servers_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp")
 }
 
 /// server-everything's entry point, or `None` (with a note) when .ci/mcp-servers did not
 /// install it here.
-fn everything() -> Option<String> {
+pub(crate) fn everything() -> Option<String> {
     let entry =
         servers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     if entry.is_file() && which("node") {
@@ -52,11 +52,11 @@ fn stdio_server(name: &str, entry: &str, extra: &str) -> String {
     )
 }
 
-async fn info(app: &TestApp) -> Value {
+pub(crate) async fn info(app: &TestApp) -> Value {
     app.get_json("/api/info").await.1
 }
 
-fn server<'a>(info: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn server<'a>(info: &'a Value, name: &str) -> &'a Value {
     info["mcp_servers"]
         .as_array()
         .and_then(|s| s.iter().find(|s| s["name"] == name))
@@ -64,7 +64,7 @@ fn server<'a>(info: &'a Value, name: &str) -> &'a Value {
 }
 
 /// Waits until `name` is connected with at least `connections` sessions opened.
-async fn connected(app: &TestApp, name: &str, connections: u64) -> Value {
+pub(crate) async fn connected(app: &TestApp, name: &str, connections: u64) -> Value {
     let what = format!("{name} to connect ({connections} sessions)");
     eventually(&what, Duration::from_secs(60), || async {
         let s = server(&info(app).await, name).clone();
@@ -77,7 +77,7 @@ async fn connected(app: &TestApp, name: &str, connections: u64) -> Value {
 }
 
 /// One chat where the model makes `calls`, then answers; returns the results by call id.
-async fn run_calls(app: &TestApp, calls: Vec<(&str, &str, Value)>) -> Vec<Value> {
+pub(crate) async fn run_calls(app: &TestApp, calls: Vec<(&str, &str, Value)>) -> Vec<Value> {
     let n = calls.len();
     app.llm.push(Step::tools(calls));
     app.llm.push(Step::text("done"));

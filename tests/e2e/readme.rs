@@ -71,6 +71,8 @@ fn every_holmes_variable_is_documented() {
         "OPENAI_API_BASE",
         "OPENAI_BASE_URL",
         "TRIAGE_API_KEY",
+        "CUSTOM_TOOLSET_LOCATION",
+        "CUSTOM_SKILL_PATHS",
     ]);
     let missing: Vec<&str> = vars
         .into_iter()

@@ -14,8 +14,6 @@ use triage::tools::internet::{InternetConfig, toolset};
 use triage::tools::{Tool, ToolContext, ToolOutput, Toolset, ToolsetStatus};
 use triage::wire::events::ToolStatus;
 
-use crate::helpers::http_client;
-
 const PAGE: &str = r#"<!DOCTYPE html>
 <html><head><title>Runbook: disk full</title>
 <style>body { color: red } .STYLE_JUNK { display: none }</style>
@@ -143,7 +141,7 @@ async fn start_site() -> Site {
 }
 
 fn fetcher(cfg: &InternetConfig) -> Toolset {
-    let ts = toolset(cfg, &http_client(), &[]);
+    let ts = toolset(cfg, &Default::default(), &[]);
     assert_eq!(ts.status, ToolsetStatus::Enabled);
     assert_eq!(ts.tools.len(), 1);
     ts
@@ -416,7 +414,7 @@ async fn only_http_urls() {
             enabled: false,
             ..InternetConfig::default()
         },
-        &http_client(),
+        &Default::default(),
         &[],
     );
     assert_eq!(off.status, ToolsetStatus::Disabled);

@@ -20,6 +20,7 @@ async fn app_with(files: &[&str]) -> TestApp {
     let holmes = HolmesFiles {
         config: None,
         toolset_files: files.iter().map(|f| fixture(f)).collect(),
+        ..HolmesFiles::default()
     };
     spawn_app_holmes(&holmes, &[]).await
 }
@@ -299,6 +300,7 @@ async fn an_empty_mcp_servers_from_helm_configures_nothing() {
     let holmes = HolmesFiles {
         config: None,
         toolset_files: vec![file],
+        ..HolmesFiles::default()
     };
     assert!(triage::config::Settings::from_holmes_and_toml(&holmes, &[]).is_ok());
     let _ = std::fs::remove_dir_all(dir);

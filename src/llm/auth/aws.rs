@@ -35,6 +35,8 @@ pub enum CredentialSource {
         provider: OnceCell<Option<SharedCredentialsProvider>>,
         /// The application's registry, where the credentials the chain obtains are recorded.
         issued: IssuedSecrets,
+        /// What the chain's own HTTPS client trusts besides the system's roots.
+        roots: crate::runtime::trust::ExtraRoots,
     },
 }
 
@@ -91,6 +93,7 @@ impl AwsAuth {
                 profile,
                 provider,
                 issued: registry,
+                roots,
             } => {
                 let no_credentials = |message: String| LlmError::Auth {
                     status: 401,
@@ -98,7 +101,7 @@ impl AwsAuth {
                     message: format!("no AWS credentials: {message}"),
                 };
                 let Some(provider) = provider
-                    .get_or_init(|| default_chain(region.clone(), profile.clone()))
+                    .get_or_init(|| default_chain(region.clone(), profile.clone(), roots))
                     .await
                 else {
                     return Err(no_credentials("the AWS chain has no source".into()));
@@ -124,16 +127,26 @@ impl AwsAuth {
 
 /// aws-config's default chain. Its own HTTP client (for STS, SSO-less web identity, the
 /// container and instance metadata endpoints) runs on rustls with ring, as ours does: no
-/// aws-lc in the build.
+/// aws-lc in the build; it trusts `roots` as every outbound client does.
 async fn default_chain(
     region: String,
     profile: Option<String>,
+    roots: &crate::runtime::trust::ExtraRoots,
 ) -> Option<SharedCredentialsProvider> {
     use aws_smithy_http_client::{Builder, tls};
+    let mut trust = tls::TrustStore::default();
+    if !roots.is_empty() {
+        trust = trust.with_pem_certificate(roots.pem());
+    }
+    let context = tls::TlsContext::builder()
+        .with_trust_store(trust)
+        .build()
+        .ok()?;
     let http = Builder::new()
         .tls_provider(tls::Provider::Rustls(
             tls::rustls_provider::CryptoMode::Ring,
         ))
+        .tls_context(context)
         .build_https();
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .http_client(http)

@@ -49,6 +49,7 @@ pub fn resolve(
     api_base: Option<&str>,
     entry: &ModelEntry,
     issued: &IssuedSecrets,
+    roots: &crate::runtime::trust::ExtraRoots,
 ) -> Result<(String, String, Auth), String> {
     let env = |var: &str| std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     let extra = |k: &str| -> Result<Option<String>, String> {
@@ -117,6 +118,7 @@ pub fn resolve(
                     profile,
                     provider: OnceCell::new(),
                     issued: issued.clone(),
+                    roots: roots.clone(),
                 },
             },
         },
@@ -172,7 +174,7 @@ mod tests {
             let entry: ModelEntry = serde_json::from_value(serde_json::json!(
                 {"model": "bedrock/x", "aws_region_name": region, "api_key": "k"}))
             .unwrap();
-            let err = resolve("x", None, &entry, &Default::default())
+            let err = resolve("x", None, &entry, &Default::default(), &Default::default())
                 .err()
                 .unwrap_or_default();
             assert!(err.contains("is not a region name"), "{region}: {err}");

@@ -31,9 +31,14 @@ pub(super) struct Fetcher {
 }
 
 impl Fetcher {
-    pub(super) fn new(cfg: &InternetConfig, own_ports: &[u16]) -> Result<Fetcher, String> {
+    pub(super) fn new(
+        cfg: &InternetConfig,
+        roots: &crate::runtime::trust::ExtraRoots,
+        own_ports: &[u16],
+    ) -> Result<Fetcher, String> {
         let timeout = Duration::from_secs(cfg.timeout_secs.max(1));
-        let mut builder = reqwest::Client::builder()
+        let mut builder = roots
+            .client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(cfg.user_agent.as_str())
             .connect_timeout(timeout.min(Duration::from_secs(10)))

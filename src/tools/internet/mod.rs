@@ -67,15 +67,19 @@ impl Default for InternetConfig {
     }
 }
 
-/// Builds the toolset. It uses its own HTTP client rather than the shared `http` one: redirects
-/// must not be followed automatically (each hop is checked), and names must be resolved by the
-/// address-checking resolver. `own_ports` are triage's listening ports, never fetched.
-pub fn toolset(cfg: &InternetConfig, http: &reqwest::Client, own_ports: &[u16]) -> Toolset {
-    let _ = http;
+/// Builds the toolset. It uses its own HTTP client rather than a shared one: redirects must not
+/// be followed automatically (each hop is checked), and names must be resolved by the
+/// address-checking resolver. It trusts `roots` as every outbound client does. `own_ports`
+/// are triage's listening ports, never fetched.
+pub fn toolset(
+    cfg: &InternetConfig,
+    roots: &crate::runtime::trust::ExtraRoots,
+    own_ports: &[u16],
+) -> Toolset {
     if !cfg.enabled {
         return Toolset::disabled(NAME);
     }
-    match Fetcher::new(cfg, own_ports) {
+    match Fetcher::new(cfg, roots, own_ports) {
         Ok(fetcher) => {
             let mut instructions = INSTRUCTIONS.to_owned();
             if !cfg.allowed_hosts.is_empty() {

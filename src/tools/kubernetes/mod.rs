@@ -220,13 +220,23 @@ pub fn kubectl_grants(
     home: Option<&Path>,
     cache_dir: Option<&Path>,
 ) -> Grants {
+    let in_a_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    grants_for(kubeconfigs, home, cache_dir, in_a_pod)
+}
+
+fn grants_for(
+    kubeconfigs: Vec<PathBuf>,
+    home: Option<&Path>,
+    cache_dir: Option<&Path>,
+    in_a_pod: bool,
+) -> Grants {
     let mut read = kubeconfigs;
     if read.is_empty()
         && let Some(home) = home
     {
         read.push(home.join(".kube/config"));
     }
-    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+    if in_a_pod {
         read.push(PathBuf::from(
             "/var/run/secrets/kubernetes.io/serviceaccount",
         ));

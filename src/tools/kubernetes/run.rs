@@ -34,6 +34,38 @@ const PASSTHROUGH_ENV: &[&str] = &[
     "no_proxy",
 ];
 
+/// kubectl's environment, from triage's (`lookup`): PATH, HOME, the kubeconfig (`kubeconfig`,
+/// else KUBECONFIG's entries made absolute) and [`PASSTHROUGH_ENV`].
+fn kubectl_env(
+    kubeconfig: Option<&Path>,
+    lookup: &dyn Fn(&str) -> Option<OsString>,
+) -> Vec<(OsString, OsString)> {
+    let mut env = Vec::new();
+    let path = lookup("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    env.push(("PATH".into(), path));
+    if let Some(home) = lookup("HOME") {
+        env.push(("HOME".into(), home));
+    }
+    match kubeconfig {
+        Some(p) => env.push(("KUBECONFIG".into(), p.as_os_str().to_owned())),
+        None => {
+            if let Some(k) = lookup("KUBECONFIG") {
+                let entries =
+                    std::env::split_paths(&k).map(|p| std::path::absolute(&p).unwrap_or(p));
+                if let Ok(k) = std::env::join_paths(entries) {
+                    env.push(("KUBECONFIG".into(), k));
+                }
+            }
+        }
+    }
+    for name in PASSTHROUGH_ENV {
+        if let Some(v) = lookup(name) {
+            env.push(((*name).into(), v));
+        }
+    }
+    env
+}
+
 /// How to run kubectl: the resolved binary, the connection flags appended to every command,
 /// the environment and the limits.
 #[derive(Debug, Clone)]
@@ -87,29 +119,7 @@ impl Kubectl {
             flag.push(dir);
             global_flags.push(flag);
         }
-        let mut env = Vec::new();
-        let path =
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-        env.push(("PATH".into(), path));
-        if let Some(home) = std::env::var_os("HOME") {
-            env.push(("HOME".into(), home));
-        }
-        match &kubeconfig {
-            Some(p) => env.push(("KUBECONFIG".into(), p.clone().into_os_string())),
-            None => {
-                if let Some(k) = std::env::var_os("KUBECONFIG") {
-                    let entries = std::env::split_paths(&k).map(|p| absolute(&p));
-                    if let Ok(k) = std::env::join_paths(entries) {
-                        env.push(("KUBECONFIG".into(), k));
-                    }
-                }
-            }
-        }
-        for name in PASSTHROUGH_ENV {
-            if let Some(v) = std::env::var_os(name) {
-                env.push(((*name).into(), v));
-            }
-        }
+        let env = kubectl_env(kubeconfig.as_deref(), &|name| std::env::var_os(name));
         let kubeconfigs = env.iter().filter(|(k, _)| k == "KUBECONFIG");
         let kubeconfigs = kubeconfigs
             .flat_map(|(_, v)| std::env::split_paths(v))
@@ -326,6 +336,37 @@ mod tests {
                     || PASSTHROUGH_ENV.contains(n)),
             "{names:?}"
         );
+    }
+
+    /// In a pod kubectl finds the API server by KUBERNETES_SERVICE_HOST/PORT and reads the
+    /// service account's token and CA: both reach it, nothing else of triage's environment.
+    #[test]
+    fn in_a_pod_kubectl_gets_the_service_address_and_the_service_account() {
+        let pod = |name: &str| -> Option<OsString> {
+            match name {
+                "KUBERNETES_SERVICE_HOST" => Some("10.96.0.1".into()),
+                "KUBERNETES_SERVICE_PORT" => Some("443".into()),
+                "HOME" => Some("/home/triage".into()),
+                "OPENAI_API_KEY" => Some("sk-not-for-kubectl".into()),
+                _ => None,
+            }
+        };
+        let env = kubectl_env(None, &pod);
+        let value = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(value("KUBERNETES_SERVICE_HOST"), Some("10.96.0.1".into()));
+        assert_eq!(value("KUBERNETES_SERVICE_PORT"), Some("443".into()));
+        assert_eq!(
+            value("KUBECONFIG"),
+            None,
+            "in-cluster: no kubeconfig is invented"
+        );
+        assert_eq!(value("OPENAI_API_KEY"), None);
+        let account = PathBuf::from("/var/run/secrets/kubernetes.io/serviceaccount");
+        let grants =
+            super::super::grants_for(Vec::new(), Some(Path::new("/home/triage")), None, true);
+        assert!(grants.read.contains(&account), "{grants:?}");
+        let outside = super::super::grants_for(Vec::new(), None, None, false);
+        assert!(!outside.read.contains(&account), "{outside:?}");
     }
 
     #[tokio::test]

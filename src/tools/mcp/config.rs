@@ -88,6 +88,9 @@ pub struct McpConnection {
     /// The stdio server's environment, besides PATH, LANG, HOME and TMPDIR.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// HolmesGPT accepts the server's `allowed_tools` here too.
+    #[serde(default)]
+    pub allowed_tools: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -164,6 +167,13 @@ impl McpServerSettings {
         }
     }
 
+    /// The tools offered, when limited: `allowed_tools`, or the same key inside `config`.
+    pub fn allowed_tools(&self) -> Option<&[String]> {
+        self.allowed_tools
+            .as_deref()
+            .or(self.config.allowed_tools.as_deref())
+    }
+
     /// Checks that the keys fit together; the error names the offending key.
     pub fn check(&self, name: &str) -> Result<(), String> {
         let key = |k: &str| format!("mcp_servers.{name}.{k}");
@@ -181,6 +191,15 @@ impl McpServerSettings {
         }
         if self.timeout_secs == 0 {
             return Err(format!("{}: must be at least 1", key("timeout_secs")));
+        }
+        if let (Some(beside), Some(inside)) = (&self.allowed_tools, &self.config.allowed_tools)
+            && beside != inside
+        {
+            return Err(format!(
+                "{} and {} list different tools: keep one",
+                key("allowed_tools"),
+                key("config.allowed_tools")
+            ));
         }
         for (k, v) in [
             ("max_description_bytes", self.max_description_bytes),
@@ -406,6 +425,34 @@ mod tests {
         assert!(
             s.check("a__b").is_err(),
             "`__` would make qualified names ambiguous"
+        );
+    }
+
+    #[test]
+    fn allowed_tools_may_sit_inside_config_as_in_holmesgpt() {
+        let inside = parse(json!({"config": {"url": "http://h/mcp", "allowed_tools": ["search"]}}))
+            .expect("parses");
+        inside.check("docs").expect("valid");
+        assert_eq!(inside.allowed_tools(), Some(&["search".to_owned()][..]));
+        let beside =
+            parse(json!({"config": {"url": "http://h/mcp"}, "allowed_tools": ["fetch"]})).unwrap();
+        assert_eq!(beside.allowed_tools(), Some(&["fetch".to_owned()][..]));
+        let both = parse(
+            json!({"config": {"url": "http://h/mcp", "allowed_tools": ["a"]},
+            "allowed_tools": ["b"]}),
+        )
+        .unwrap();
+        let err = both.check("docs").expect_err("two different lists");
+        assert!(
+            err.contains("mcp_servers.docs.allowed_tools")
+                && err.contains("mcp_servers.docs.config.allowed_tools"),
+            "{err}"
+        );
+        assert_eq!(
+            parse(json!({"config": {"url": "http://h"}}))
+                .unwrap()
+                .allowed_tools(),
+            None
         );
     }
 

@@ -13,6 +13,7 @@
 //! so a run sees the tools as they were when it compiled its request.
 
 pub mod config;
+mod install;
 mod limits;
 mod session;
 mod sse;
@@ -180,8 +181,10 @@ impl McpHub {
     pub fn start(
         settings: &std::collections::BTreeMap<String, McpServerSettings>,
         sandbox: &Sandbox,
+        roots: &crate::runtime::trust::ExtraRoots,
     ) -> Result<Arc<McpHub>, reqwest::Error> {
-        let client = reqwest::Client::builder()
+        let client = roots
+            .client_builder()
             .connect_timeout(Duration::from_secs(10))
             .build()?;
         let generation = Arc::new(AtomicU64::new(1));

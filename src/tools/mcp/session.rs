@@ -205,6 +205,9 @@ fn with_stderr(error: String, process: Option<&mut ServerProcess>) -> String {
     {
         error.push_str(&format!("; the server process exited ({status})"));
     }
+    if let Some(advice) = p.sandbox_advice() {
+        error.push_str(&format!("; {advice}"));
+    }
     match p.stderr_tail() {
         tail if tail.is_empty() => error,
         tail => format!("{error}; stderr: {tail}"),

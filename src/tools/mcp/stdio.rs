@@ -1,7 +1,8 @@
 //! A stdio MCP server as a tool process: spawned through the sandbox like a bash command
 //! (Landlock, the tools' user, limits, a private `TMPDIR` that is also its `HOME` and working
 //! directory, the process guard that kills it with triage), with a clean environment plus the
-//! server's `env`, in its own process group that is killed when the session ends.
+//! server's `env`, in its own process group that is killed when the session ends. It may read
+//! where it is installed ([`super::install`]).
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -9,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
+use super::install::{advice, denied_path, install_grants};
 use crate::sandbox::{Approval, CallDir, Grants, Sandbox};
-use crate::tools::bash::run::child_env;
+use crate::tools::bash::run::{SAFE_PATH, child_env};
 
 /// The last lines a server wrote to stderr, kept for its status when it dies.
 const STDERR_TAIL_BYTES: usize = 2048;
@@ -20,6 +22,10 @@ pub struct ServerProcess {
     child: Child,
     pgid: Option<i32>,
     stderr_tail: Arc<Mutex<String>>,
+    /// The first path the server said it could not open.
+    denied: Arc<Mutex<Option<String>>>,
+    /// Paths its command or arguments name that are triage's own, so not granted.
+    refused: Vec<std::path::PathBuf>,
     // Dropped after the group is killed (field order): nothing runs in it any more.
     _dir: CallDir,
 }
@@ -43,6 +49,20 @@ impl ServerProcess {
             .unwrap_or_default()
             .trim()
             .to_owned()
+    }
+
+    /// Why the server may have failed in the sandbox, when its stderr or its arguments say:
+    /// the path it could not open and the key that grants it.
+    pub fn sandbox_advice(&self) -> Option<String> {
+        let denied = self.denied.lock().ok().and_then(|d| d.clone());
+        match (denied, self.refused.first()) {
+            (Some(path), _) => Some(advice(&path)),
+            (None, Some(own)) => Some(format!(
+                "{} is triage's own (its configuration or data) and is not readable by tools",
+                own.display()
+            )),
+            (None, None) => None,
+        }
     }
 
     /// Whether the process has exited, and how.
@@ -75,6 +95,18 @@ pub async fn spawn(
     args: &[String],
     env: &[(String, String)],
 ) -> std::io::Result<(ServerProcess, ChildStdout, ChildStdin)> {
+    let install = install_grants(sandbox, command, args, SAFE_PATH);
+    if !install.read.is_empty() {
+        tracing::debug!(mcp_server = %server, read = ?install.read, "install locations granted");
+    }
+    for own in &install.refused {
+        tracing::warn!(mcp_server = %server, path = %own.display(),
+            "an argument of the MCP server names triage's own file or a directory holding one: not readable by it");
+    }
+    let grants = Grants {
+        read: install.read,
+        write: Vec::new(),
+    };
     let mut cmd = Command::new(command);
     cmd.args(args)
         .env_clear()
@@ -85,16 +117,11 @@ pub async fn spawn(
         .process_group(0)
         .kill_on_drop(true);
     let (mut child, dir) = sandbox
-        .spawn(
-            cmd,
-            &Grants::default(),
-            Approval::NotApproved,
-            |cmd, dir| {
-                // npm, pip and friends want a HOME they can write: the private directory.
-                cmd.env("HOME", dir);
-                cmd.envs(env.iter().map(|(k, v)| (k, v)));
-            },
-        )
+        .spawn(cmd, &grants, Approval::NotApproved, |cmd, dir| {
+            // npm, pip and friends want a HOME they can write: the private directory.
+            cmd.env("HOME", dir);
+            cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        })
         .await?;
     let pgid = child
         .id()
@@ -106,16 +133,20 @@ pub async fn spawn(
         return Err(std::io::Error::other("no pipes to the server"));
     };
     let stderr_tail = Arc::new(Mutex::new(String::new()));
+    let denied = Arc::new(Mutex::new(None));
     tokio::spawn(keep_stderr_tail(
         stderr,
         server.to_owned(),
         stderr_tail.clone(),
+        denied.clone(),
     ));
     Ok((
         ServerProcess {
             child,
             pgid,
             stderr_tail,
+            denied,
+            refused: install.refused,
             _dir: dir,
         },
         stdout,
@@ -123,13 +154,16 @@ pub async fn spawn(
     ))
 }
 
-/// Logs the server's stderr line by line and keeps its last bytes in `tail`. Reads in chunks
+/// Logs the server's stderr line by line and keeps its last bytes in `tail`, and in `denied`
+/// the first path a line says could not be opened (a stack trace may push that line out of
+/// the tail: Node ends with its version). Reads in chunks
 /// and cuts a line at the tail's size: a server writing one endless line (no `\n`) would
 /// otherwise grow a line buffer in triage until the memory ran out.
 async fn keep_stderr_tail(
     mut stderr: impl AsyncRead + Unpin,
     name: String,
     tail: Arc<Mutex<String>>,
+    denied: Arc<Mutex<Option<String>>>,
 ) {
     let mut chunk = [0u8; 8192];
     let mut line: Vec<u8> = Vec::new();
@@ -146,6 +180,11 @@ async fn keep_stderr_tail(
             if ended || line.len() >= STDERR_TAIL_BYTES {
                 let text = String::from_utf8_lossy(&line).into_owned();
                 tracing::debug!(mcp_server = %name, "{text}");
+                if let Some(path) = denied_path(&text)
+                    && let Ok(mut first) = denied.lock()
+                {
+                    first.get_or_insert(path);
+                }
                 push_tail(&tail, &text);
                 line.clear();
             }
@@ -182,6 +221,7 @@ mod tests {
             flood.chain(quiet),
             "hostile".into(),
             tail.clone(),
+            Arc::new(Mutex::new(None)),
         ));
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {

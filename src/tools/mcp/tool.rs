@@ -58,8 +58,7 @@ pub fn accept(
         let name = t.name.to_string();
         if settings.denied_tools.contains(&name)
             || settings
-                .allowed_tools
-                .as_ref()
+                .allowed_tools()
                 .is_some_and(|allowed| !allowed.contains(&name))
         {
             continue;

@@ -30,6 +30,8 @@ pub struct HttpSpec<'a> {
     pub max_output: usize,
     /// triage's listening ports: a URL whose host or port the model fills in may not end there.
     pub own_ports: &'a [u16],
+    /// Trusted besides the system's roots (`CERTIFICATE`).
+    pub roots: &'a crate::runtime::trust::ExtraRoots,
 }
 
 pub struct HttpTool {
@@ -91,7 +93,9 @@ impl HttpTool {
             headers.insert(name, value);
         }
         // Its own client: no redirects, whatever the shared one does.
-        let client = reqwest::Client::builder()
+        let client = spec
+            .roots
+            .client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .build()

@@ -34,6 +34,8 @@ pub struct Shared<'a> {
     pub memory_limit_mb: u64,
     /// Reads triage's environment (a parameter so tests need not change it).
     pub lookup: &'a (dyn Fn(&str) -> Option<String> + Sync),
+    /// What `type: http` tools trust besides the system's roots.
+    pub roots: &'a crate::runtime::trust::ExtraRoots,
 }
 
 /// Builds every toolset; a definition triage cannot use is an error naming the toolset, the
@@ -168,6 +170,7 @@ async fn toolset(name: &str, def: &YamlToolsetDef, shared: &Shared<'_>) -> Resul
                         timeout,
                         max_output,
                         own_ports: shared.sandbox.walled_ports(),
+                        roots: shared.roots,
                     },
                     lookup,
                 )

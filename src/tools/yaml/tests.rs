@@ -23,6 +23,7 @@ async fn build(yaml: &str) -> Result<Vec<Toolset>, String> {
         sandbox: &sandbox,
         memory_limit_mb: 0,
         lookup: &lookup,
+        roots: &Default::default(),
     };
     toolsets(&defs(yaml), &shared).await
 }
