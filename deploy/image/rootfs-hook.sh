@@ -7,6 +7,8 @@
 # its scripts (the database stays true, so image scanners see exactly what is inside). Then it
 # adds kubectl, the user triage runs as and its directories.
 set -euo pipefail
+# Sorting and the chroot's bash: the image has no locales but C.
+export LC_ALL=C
 root=$1 kubectl=$2
 shift 2
 admin=$root/var/lib/dpkg
