@@ -37,6 +37,7 @@ mod errors_and_exits;
 mod frontend_tools;
 mod fuzz;
 mod holmes_config;
+mod image;
 mod images;
 mod litellm_proxy;
 mod llm_failures;
