@@ -57,27 +57,24 @@ done)
 echo "rootfs-hook: keeping ${!keep[*]}" >&2
 echo "rootfs-hook: removing ${drop[*]}" >&2
 
-# Files and directories only removed packages own. A directory is removed only when empty, and
-# never through a symbolic link: a listed path that is the parent of another one is a directory
-# even where it is a link on disk (/bin is one, to usr/bin).
-list_of() { for pkg in "$@"; do cat "$admin/info/$pkg.list" "$admin/info/$pkg:"*.list 2>/dev/null || true; done; }
+# Files and directories only removed packages own, compared by their /usr paths (/bin, /sbin
+# and /lib* are links into /usr, and packages name either). A directory no kept package lists
+# holds none of their files (dpkg lists every parent), so it goes with what the removed
+# packages' scripts made in it (PAM's and systemd's state, say).
+list_of() {
+  for pkg in "$@"; do cat "$admin/info/$pkg.list" "$admin/info/$pkg:"*.list 2>/dev/null || true; done |
+    sed -E 's#^/(bin|sbin|lib|lib32|lib64|libx32)(/|$)#/usr/\1\2#' | sort -u
+}
 kept_paths=$(mktemp)
-dropped_paths=$(mktemp)
-parents=$(mktemp)
-trap 'rm -f "$kept_paths" "$dropped_paths" "$parents"' EXIT
-list_of "${!keep[@]}" | LC_ALL=C sort -u >"$kept_paths"
-list_of "${drop[@]}" | LC_ALL=C sort -u | LC_ALL=C comm -23 - "$kept_paths" >"$dropped_paths"
-cat "$kept_paths" "$dropped_paths" |
-  awk '{ p = $0; while (sub(/\/[^\/]*$/, "", p) && p != "") print p }' | LC_ALL=C sort -u >"$parents"
-LC_ALL=C comm -23 "$dropped_paths" "$parents" | while read -r path; do
-  if [[ $path == /* && $path != /. && ! ( -d $root$path && ! -L $root$path ) ]]; then
+trap 'rm -f "$kept_paths"' EXIT
+list_of "${!keep[@]}" >"$kept_paths"
+list_of "${drop[@]}" | comm -23 - "$kept_paths" | while read -r path; do
+  if [[ $path != /* || $path == /. || -L $root$path && -d $root$path ]]; then
+    continue # never through a link to a directory
+  elif [[ -d $root$path ]]; then
+    rm -rf -- "${root:?}$path"
+  else
     rm -f -- "$root$path"
-  fi
-done
-# Deepest first, so a directory emptied by removing its children goes too.
-LC_ALL=C sort -r "$dropped_paths" | while read -r path; do
-  if [[ -d $root$path && ! -L $root$path ]]; then
-    rmdir --ignore-fail-on-non-empty -- "$root$path"
   fi
 done
 
