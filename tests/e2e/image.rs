@@ -23,13 +23,14 @@ fn image() -> String {
 }
 
 /// podman as these machines need it: crun fails on their hybrid cgroups.
-fn podman() -> Command {
-    let mut cmd = Command::new("podman");
-    cmd.args(["--runtime", "runc", "--cgroup-manager=cgroupfs"]);
-    cmd
+const PODMAN_FLAGS: [&str; 3] = ["--runtime", "runc", "--cgroup-manager=cgroupfs"];
+
+/// Runs `podman <args>` to its end.
+fn podman(args: &[&str]) -> Output {
+    output(Command::new("podman").args(PODMAN_FLAGS).args(args))
 }
 
-fn output(mut cmd: Command) -> Output {
+fn output(cmd: &mut Command) -> Output {
     cmd.output()
         .unwrap_or_else(|e| panic!("could not run {cmd:?}: {e}"))
 }
@@ -52,27 +53,14 @@ fn missing_prerequisite() -> Option<String> {
         }
     }
     let image = image();
-    let mut inspect = podman();
-    inspect.args([
-        "image",
-        "inspect",
-        "--format",
-        "{{index .Labels \"triage.binary.sha256\"}}",
-    ]);
-    let inspected = output({
-        inspect.arg(&image);
-        inspect
-    });
+    let label = "{{index .Labels \"triage.binary.sha256\"}}";
+    let inspected = podman(&["image", "inspect", "--format", label, &image]);
     if !inspected.status.success() {
         return Some(format!(
             "podman has no image {image}: build and load it with `bash .ci/image`"
         ));
     }
-    let sum = output({
-        let mut cmd = Command::new("sha256sum");
-        cmd.arg(env!("CARGO_BIN_EXE_triage"));
-        cmd
-    });
+    let sum = output(Command::new("sha256sum").arg(env!("CARGO_BIN_EXE_triage")));
     let ours = text(&sum.stdout);
     let ours = ours.split_whitespace().next().unwrap_or_default();
     let theirs = text(&inspected.stdout);
@@ -105,9 +93,10 @@ struct Container {
 
 impl Drop for Container {
     fn drop(&mut self) {
-        let mut rm = podman();
-        rm.args(["rm", "--force", "--time", "0", &self.name]);
-        let _ = rm.output();
+        let _ = Command::new("podman")
+            .args(PODMAN_FLAGS)
+            .args(["rm", "--force", "--time", "0", &self.name])
+            .output();
     }
 }
 
@@ -118,8 +107,9 @@ impl Container {
     fn start(extra: &[String]) -> Container {
         let name = format!("triage-e2e-{}", uuid::Uuid::new_v4().simple());
         let port = free_port();
-        let mut run = podman();
-        run.args(["run", "--detach", "--name", &name])
+        let mut run = Command::new("podman");
+        run.args(PODMAN_FLAGS)
+            .args(["run", "--detach", "--name", &name])
             .args([
                 "--ulimit",
                 "nofile=1024:4096",
@@ -137,7 +127,7 @@ impl Container {
             .args(["--env", &format!("HOLMES_PORT={port}")])
             .args(extra)
             .arg(image());
-        let started = output(run);
+        let started = output(&mut run);
         assert!(
             started.status.success(),
             "podman run failed: {}",
@@ -150,16 +140,13 @@ impl Container {
     }
 
     fn logs(&self) -> String {
-        let mut logs = podman();
-        logs.args(["logs", &self.name]);
-        let out = output(logs);
+        let out = podman(&["logs", &self.name]);
         format!("{}\n{}", text(&out.stdout), text(&out.stderr))
     }
 
     fn running(&self) -> bool {
-        let mut inspect = podman();
-        inspect.args(["inspect", "--format", "{{.State.Running}}", &self.name]);
-        text(&output(inspect).stdout) == "true"
+        let inspected = podman(&["inspect", "--format", "{{.State.Running}}", &self.name]);
+        text(&inspected.stdout) == "true"
     }
 
     /// Waits until `probe` (`/readyz`: a model is configured; `/healthz`) answers 200; a
@@ -187,9 +174,7 @@ impl Container {
 
     /// `bash -c script` in the container as `user`: its standard output.
     fn exec(&self, user: &str, script: &str) -> String {
-        let mut exec = podman();
-        exec.args(["exec", "--user", user, &self.name, "bash", "-c", script]);
-        let out = output(exec);
+        let out = podman(&["exec", "--user", user, &self.name, "bash", "-c", script]);
         assert!(out.status.success(), "podman exec: {}", text(&out.stderr));
         text(&out.stdout)
     }
@@ -198,22 +183,14 @@ impl Container {
     /// how long it took.
     async fn stop_with(&self, signal: &str) -> (String, Duration) {
         let started = Instant::now();
-        let mut kill = podman();
-        kill.args(["kill", "--signal", signal, &self.name]);
-        let killed = output(kill);
+        let killed = podman(&["kill", "--signal", signal, &self.name]);
         assert!(
             killed.status.success(),
             "podman kill: {}",
             text(&killed.stderr)
         );
         let mut wait = tokio::process::Command::new("podman");
-        wait.args([
-            "--runtime",
-            "runc",
-            "--cgroup-manager=cgroupfs",
-            "wait",
-            &self.name,
-        ]);
+        wait.args(PODMAN_FLAGS).args(["wait", &self.name]);
         let waited = tokio::time::timeout(Duration::from_secs(30), wait.output())
             .await
             .unwrap_or_else(|_| panic!("still running 30 s after {signal}:\n{}", self.logs()))
@@ -226,7 +203,7 @@ fn authorized(client: &reqwest::Client, url: String) -> reqwest::RequestBuilder 
     client.get(url).header("x-api-key", API_KEY)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs podman and the image: bash .ci/image, then cargo test --test e2e image:: -- --ignored"]
 async fn image_serves_chat_and_kubectl_in_cluster_on_a_read_only_root_and_stops_on_sigint() {
     if !can_run() {
@@ -362,7 +339,7 @@ async fn image_serves_chat_and_kubectl_in_cluster_on_a_read_only_root_and_stops_
     assert!(container.logs().contains("shutdown signal received"));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs podman and the image: bash .ci/image, then cargo test --test e2e image:: -- --ignored"]
 async fn image_stops_on_sigterm_as_pid_1() {
     if !can_run() {
