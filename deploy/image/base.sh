@@ -77,4 +77,6 @@ umoci raw add-layer --image "$work/oci:base" \
 umoci gc --layout "$work/oci"
 # Another build may have finished first: its layout is the same.
 mv -T "$work/oci" "$base" 2>/dev/null || [[ -f $base/index.json ]]
+# Bases of other inputs are not used again.
+find "$cache" -mindepth 1 -maxdepth 1 -name 'base-*' ! -name "base-$key" -exec rm -rf {} +
 echo "$base"
