@@ -76,6 +76,7 @@ fn missing_prerequisite() -> Option<String> {
 /// `IMAGE_TEST_REQUIRED` is set.
 fn can_run() -> bool {
     let Some(why) = missing_prerequisite() else {
+        remove_containers_of_exited_runs();
         return true;
     };
     if std::env::var_os("IMAGE_TEST_REQUIRED").is_some() {
@@ -83,6 +84,25 @@ fn can_run() -> bool {
     }
     eprintln!("skipping the image test: {why}");
     false
+}
+
+/// Prefix of the containers these tests start; the test process's pid follows.
+const CONTAINER_PREFIX: &str = "triage-e2e-";
+
+/// Removes the containers of test processes that have exited without removing theirs (killed
+/// before their `Drop` ran).
+fn remove_containers_of_exited_runs() {
+    let filter = format!("name=^{CONTAINER_PREFIX}");
+    let listed = podman(&["ps", "--all", "--filter", &filter, "--format", "{{.Names}}"]);
+    for name in text(&listed.stdout).lines() {
+        let pid = name
+            .strip_prefix(CONTAINER_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = podman(&["rm", "--force", "--time", "0", name]);
+        }
+    }
 }
 
 /// A running container, removed when dropped.
@@ -105,7 +125,11 @@ impl Container {
     /// its own), `/tmp` and the data directory as the only writable places, the API key by
     /// environment, on the host's network so it reaches the fakes on loopback.
     fn start(extra: &[String]) -> Container {
-        let name = format!("triage-e2e-{}", uuid::Uuid::new_v4().simple());
+        let name = format!(
+            "{CONTAINER_PREFIX}{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        );
         let port = free_port();
         let mut run = Command::new("podman");
         run.args(PODMAN_FLAGS)
