@@ -44,6 +44,7 @@ mod helm_chart;
 mod helm_deploy;
 mod helm_upgrade;
 mod holmes_config;
+mod image;
 mod images;
 mod litellm_proxy;
 mod llm_failures;

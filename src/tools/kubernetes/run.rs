@@ -76,7 +76,20 @@ pub(super) struct Kubectl {
     sandbox: Sandbox,
     grants: Grants,
     pub(super) timeout: Duration,
+    /// Whether `--request-timeout` goes on the command line (see [`in_cluster_only`]).
+    request_timeout_flag: bool,
     max_output_bytes: usize,
+}
+
+/// Whether kubectl's only credentials are a pod's service account: no kubeconfig configured,
+/// none in `KUBECONFIG` or `~/.kube/config`, and `KUBERNETES_SERVICE_HOST` set. kubectl then
+/// falls back to the in-cluster configuration only while its connection settings equal the
+/// defaults, and `--request-timeout` is one of them: with it kubectl calls localhost:8080.
+fn in_cluster_only(kubeconfig: Option<&PathBuf>, home: Option<&std::path::Path>) -> bool {
+    kubeconfig.is_none()
+        && std::env::var_os("KUBECONFIG").is_none()
+        && !home.is_some_and(|h| h.join(".kube/config").exists())
+        && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
 }
 
 #[derive(Debug)]
@@ -125,6 +138,7 @@ impl Kubectl {
             .flat_map(|(_, v)| std::env::split_paths(v))
             .collect();
         let home = std::env::var_os("HOME").map(PathBuf::from);
+        let request_timeout_flag = !in_cluster_only(kubeconfig.as_ref(), home.as_deref());
         let mut grants = kubectl_grants(kubeconfigs, home.as_deref(), cache_dir.as_deref());
         // A kubectl outside the system locations (e.g. in a home directory) must be runnable.
         grants.read.push(program.clone());
@@ -135,11 +149,13 @@ impl Kubectl {
             sandbox: sandbox.clone(),
             grants,
             timeout: Duration::from_secs(timeout_secs),
+            request_timeout_flag,
             max_output_bytes: cfg.max_output_bytes.max(1),
         }
     }
 
-    /// Runs `kubectl <args> <connection flags> --request-timeout=<t>s`, bounded by `limit`.
+    /// Runs `kubectl <args> <connection flags> --request-timeout=<t>s`, bounded by `limit`
+    /// (alone in a pod without a kubeconfig, see [`in_cluster_only`]).
     pub(super) async fn run(
         &self,
         args: &[String],
@@ -147,13 +163,14 @@ impl Kubectl {
         limit: Duration,
     ) -> Result<RunOutput, RunError> {
         let mut cmd = Command::new(&self.program);
-        cmd.args(args)
-            .args(&self.global_flags)
-            .arg(format!(
+        cmd.args(args).args(&self.global_flags);
+        if self.request_timeout_flag {
+            cmd.arg(format!(
                 "--request-timeout={}s",
                 request_timeout.as_secs().max(1)
-            ))
-            .env_clear()
+            ));
+        }
+        cmd.env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

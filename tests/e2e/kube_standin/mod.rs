@@ -18,12 +18,18 @@
 //!   requests) are answered with a server-side `meta.k8s.io/v1` Table, like the real server;
 //! * anything else: a 404 `Status` object (and the path is recorded, see [`KubeStandin::unknown`]).
 //!
+//! [`start`] serves plain HTTP without credentials. [`start_tls`] is the API server a pod sees:
+//! HTTPS with a certificate of a test CA, and every request must carry the service account's
+//! bearer token (401 otherwise, as the real server answers); it writes the files a pod finds
+//! under `/var/run/secrets/kubernetes.io/serviceaccount/` ([`KubeStandin::service_account_dir`]).
+//!
 //! There is no metrics API, so `kubectl top` fails here as on a cluster without metrics-server.
 #![allow(dead_code)]
 
 mod api;
 mod cluster;
 mod table;
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,12 +59,16 @@ pub struct Seen {
     pub path: String,
     pub query: String,
     pub accept: String,
+    /// Whether it carried the expected bearer token (always true without one, see [`start`]).
+    pub authorized: bool,
 }
 
 #[derive(Default)]
 struct Inner {
     seen: Mutex<Vec<Seen>>,
     unknown: Mutex<Vec<String>>,
+    /// The bearer token every request must carry ([`start_tls`]).
+    token: Option<String>,
 }
 
 struct ServerTask(tokio::task::JoinHandle<()>);
@@ -76,6 +86,8 @@ pub struct KubeStandin {
     addr: std::net::SocketAddr,
     dir: PathBuf,
     kubeconfig: PathBuf,
+    /// [`start_tls`]: token, ca.crt and namespace, as mounted in a pod.
+    service_account: Option<PathBuf>,
     _task: ServerTask,
 }
 
@@ -88,10 +100,7 @@ impl Drop for KubeStandin {
 /// Starts the stand-in and writes its kubeconfig.
 pub async fn start() -> KubeStandin {
     let inner = Arc::new(Inner::default());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("kube stand-in: bind 127.0.0.1:0");
-    let addr = listener.local_addr().expect("kube stand-in: local_addr");
+    let (listener, addr) = bind().await;
     let app = Router::new().fallback(handle).with_state(inner.clone());
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
@@ -105,8 +114,58 @@ pub async fn start() -> KubeStandin {
         addr,
         dir,
         kubeconfig,
+        service_account: None,
         _task: ServerTask(task),
     }
+}
+
+/// Starts the stand-in over HTTPS, requiring a service account's token, and writes that
+/// account's files (token, ca.crt, namespace) and a kubeconfig with the same credentials.
+pub async fn start_tls() -> KubeStandin {
+    let token = format!("standin-token-{}", rand::random::<u64>());
+    let inner = Arc::new(Inner {
+        token: Some(token.clone()),
+        ..Inner::default()
+    });
+    let (listener, addr) = bind().await;
+    let dir = unique_temp_dir("kube-standin-tls");
+    let pki_dir = dir.join("pki");
+    std::fs::create_dir_all(&pki_dir).expect("kube stand-in: create pki dir");
+    let pki = tls::make_pki(&pki_dir);
+    let app = Router::new().fallback(handle).with_state(inner.clone());
+    let task = tls::serve(listener, &pki, app);
+    let account = dir.join("serviceaccount");
+    std::fs::create_dir_all(&account).expect("kube stand-in: create serviceaccount dir");
+    std::fs::write(account.join("token"), &token).expect("kube stand-in: write token");
+    std::fs::copy(&pki.ca_cert, account.join("ca.crt")).expect("kube stand-in: copy ca.crt");
+    std::fs::write(account.join("namespace"), NAMESPACE).expect("kube stand-in: write namespace");
+    let kubeconfig = dir.join("kubeconfig");
+    let text = kubeconfig_text(&format!("https://{addr}"))
+        .replace(
+            "    server: ",
+            &format!(
+                "    certificate-authority: {}\n    server: ",
+                account.join("ca.crt").display()
+            ),
+        )
+        .replace("  user: {}", &format!("  user:\n    token: {token}"));
+    std::fs::write(&kubeconfig, text).expect("kube stand-in: write kubeconfig");
+    KubeStandin {
+        inner,
+        addr,
+        dir,
+        kubeconfig,
+        service_account: Some(account),
+        _task: ServerTask(task),
+    }
+}
+
+async fn bind() -> (tokio::net::TcpListener, std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("kube stand-in: bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("kube stand-in: local_addr");
+    (listener, addr)
 }
 
 impl KubeStandin {
@@ -123,6 +182,21 @@ impl KubeStandin {
 
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
+    }
+
+    /// [`start_tls`]: the directory to mount at `/var/run/secrets/kubernetes.io/serviceaccount`.
+    pub fn service_account_dir(&self) -> &Path {
+        self.service_account
+            .as_deref()
+            .expect("kube stand-in: a service account exists only with start_tls")
+    }
+
+    /// [`start_tls`]: the bearer token requests must carry.
+    pub fn token(&self) -> &str {
+        self.inner
+            .token
+            .as_deref()
+            .expect("kube stand-in: a token exists only with start_tls")
     }
 
     /// Every request served so far.
@@ -174,12 +248,25 @@ async fn handle(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap) -
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let authorized = inner.token.as_ref().is_none_or(|token| {
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v == format!("Bearer {token}"))
+    });
     if let Ok(mut seen) = inner.seen.lock() {
         seen.push(Seen {
             path: path.clone(),
             query: query.clone(),
             accept: accept.clone(),
+            authorized,
         });
+    }
+    if !authorized {
+        return json_status(
+            StatusCode::UNAUTHORIZED,
+            status_object(401, "Unauthorized", "Unauthorized", None),
+        );
     }
     let table = accept.contains("as=Table");
     let q = parse_query(&query);
