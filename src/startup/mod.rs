@@ -12,7 +12,6 @@ use crate::agent::{
     Agent, AgentOptions, CompactionOptions, CurrentAgent, ImageLimits, SecretMasker,
 };
 use crate::config::{ConfigError, Settings};
-use crate::conversations::Conversations;
 use crate::holmes::{ApprovalSigner, StatelessChat};
 use crate::http::capacity::Capacity;
 use crate::http::server::{Phase, ServeOptions, serve};
@@ -24,9 +23,9 @@ use crate::llm::{
 };
 use crate::prompt::{DisabledToolset, PromptInputs, Prompts, ToolsetPrompt};
 use crate::sandbox::{Sandbox, SandboxError};
-use crate::store::{Backend, Store, StoreOptions};
 use crate::tools::{self, ToolsetStatus};
 
+mod conversations;
 mod credentials;
 mod reload;
 pub use reload::SettingsSource;
@@ -34,6 +33,7 @@ mod store_files;
 mod toolsets;
 use crate::runtime::install_crypto_provider;
 use crate::runtime::memory::{protect_process_memory, release_unused};
+use conversations::open_conversations;
 use toolsets::{load_tools, own_files};
 
 #[derive(Debug, thiserror::Error)]
@@ -220,102 +220,6 @@ pub fn stateless_chat(settings: &Settings, agent: Arc<CurrentAgent>) -> Arc<Stat
         settings.approvals.token_ttl_secs,
     );
     Arc::new(StatelessChat::new(agent, signer))
-}
-
-/// The conversation store (migrated), and the conversations that were running when the server
-/// last stopped marked as such.
-async fn open_conversations(
-    settings: &Settings,
-    agent: Arc<CurrentAgent>,
-) -> Result<Arc<Conversations>, StartupError> {
-    let c = &settings.conversations;
-    let keys = store_files::secret_keys(c)?;
-    store_files::tighten_data_dir(c);
-    let options = StoreOptions {
-        max_events_per_conversation: c.max_events_per_conversation,
-        outbox: crate::webhooks::outbox_plan(&settings.webhooks),
-        keys: Arc::new(keys),
-        ..StoreOptions::default()
-    };
-    let store = Store::open(&c.database_url(), options)
-        .await
-        .map_err(|e| StartupError::Store(e.to_string()))?;
-    reseal(&store).await?;
-    // One SQLite file has one replica: the leases of the process that ran before are its own.
-    if store.backend() == Backend::Sqlite {
-        store
-            .release_all()
-            .await
-            .map_err(|e| StartupError::Store(e.to_string()))?;
-    }
-    let lease = Duration::from_secs_f64(c.lease_secs);
-    let default_steps = agent.current().options.max_steps;
-    let conversations = Conversations::new(agent, store, c.max_running, lease, c.auto_title);
-    let recovered = conversations
-        .recover()
-        .await
-        .map_err(|e| StartupError::Store(e.to_string()))?;
-    conversations.maintain();
-    let roots = settings.outbound_roots()?;
-    crate::webhooks::start(
-        &settings.webhooks,
-        conversations.store(),
-        default_steps,
-        &roots,
-    )
-    .await
-    .map_err(|e| StartupError::Config(ConfigError::Invalid(e)))?;
-    if c.retention_days > 0 {
-        let expiring = Arc::downgrade(&conversations);
-        let days = c.retention_days;
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_secs(3600));
-            loop {
-                every.tick().await;
-                let Some(conversations) = expiring.upgrade() else {
-                    return;
-                };
-                match conversations.expire(days).await {
-                    Ok(0) => {}
-                    Ok(gone) => tracing::info!(gone, days, "expired conversations deleted"),
-                    Err(e) => tracing::warn!(error = %e, "deleting expired conversations failed"),
-                }
-            }
-        });
-    }
-    if recovered > 0 {
-        tracing::warn!(
-            recovered,
-            "conversations that were running when the server stopped are now `error`; `run` continues them"
-        );
-    }
-    Ok(conversations)
-}
-
-/// Seals the secrets an older triage stored in clear, and those under a previous key, with the
-/// current key; conversations no configured key opens are named in the log, and refused with
-/// an error naming them when used.
-async fn reseal(store: &Store) -> Result<(), StartupError> {
-    let done = store
-        .reseal()
-        .await
-        .map_err(|e| StartupError::Store(e.to_string()))?;
-    if done.plain > 0 {
-        tracing::info!(
-            conversations = done.plain,
-            "conversation secrets stored in clear by an earlier version are now sealed"
-        );
-    }
-    if done.rotated > 0 {
-        tracing::info!(
-            conversations = done.rotated,
-            "conversation secrets sealed with a previous key are now sealed with conversations.secret_key"
-        );
-    }
-    for (id, reason) in &done.unreadable {
-        tracing::error!(conversation = %id, "conversation secrets cannot be read: {reason}");
-    }
-    Ok(())
 }
 
 pub struct Application {
