@@ -2,7 +2,7 @@
 //! `execute.rs`) the execution of one tool call (argument parsing, timeout, panic containment).
 
 pub mod bash;
-mod capped;
+pub mod capped;
 mod catalog;
 mod execute;
 pub mod internet;

@@ -255,6 +255,29 @@ async fn monitor_mode_never_notifies_and_failed_deliveries_are_reported_not_rais
     );
 }
 
+/// A receiver that answers with a body that never ends is read up to a cap, not until the
+/// delivery times out: its status and the start of its answer are reported.
+#[tokio::test]
+async fn a_receiver_answering_without_end_is_read_only_up_to_a_cap() {
+    let fakes = Fakes::start().await;
+    let app = spawn_app_with("[checks]\nnotification_timeout_secs = 5\n").await;
+    app.llm.push(verdict(false, "the queue is stuck"));
+    let (status, answer) = execute(
+        &app,
+        &json!({"query": "Is the queue draining?", "mode": "alert", "destinations": [
+            {"type": "webhook", "config": {"url": format!("{}/hook/endless", fakes.base)}}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let error = answer["notifications"][0]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        error.contains("HTTP 500") && error.contains("endless answer"),
+        "{answer}"
+    );
+}
+
 #[tokio::test]
 async fn slack_without_a_token_is_skipped_and_says_what_to_set() {
     let app = spawn_app_with("").await;

@@ -7,7 +7,8 @@
 //!   `event_action: trigger`, `payload.{summary, source, severity}`; 202 `{"status":
 //!   "success"}`, or 400 `{"status": "invalid event", "errors": […]}`.
 //! - A webhook receiver under `/hook/…`: 200; 500 under `/hook/fail`; 400 under `/hook/echo`,
-//!   with the request's headers echoed in the body (a receiver that quotes credentials back).
+//!   with the request's headers echoed in the body (a receiver that quotes credentials back);
+//!   500 under `/hook/endless`, with a body that never ends.
 //!
 //! Every request is recorded, so a test also sees what the fakes refused.
 
@@ -178,6 +179,17 @@ async fn hook(State(record): State<Record>, uri: Uri, headers: HeaderMap, body: 
             .map(|(k, v)| format!("{k}: {}", v.to_str().unwrap_or("")))
             .collect();
         return (StatusCode::BAD_REQUEST, echoed.join("\n")).into_response();
+    }
+    if path.starts_with("/hook/endless") {
+        keep(&record, &path, &headers, &body, "500");
+        let chunk = Bytes::from("endless answer ".repeat(512));
+        let forever =
+            futures::stream::repeat_with(move || Ok::<_, std::convert::Infallible>(chunk.clone()));
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::body::Body::from_stream(forever),
+        )
+            .into_response();
     }
     let failing = path.starts_with("/hook/fail");
     keep(

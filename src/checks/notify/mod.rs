@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::config::ChecksSettings;
+use crate::tools::capped::{Overflow, read_capped};
 
 pub use webhook::WebhookTarget;
 
@@ -269,6 +270,20 @@ fn transport_error(e: reqwest::Error) -> String {
         Some(cause) => format!("{kind}: {cause}"),
         None => format!("{kind}: {e}"),
     }
+}
+
+/// The most of a receiver's answer read: it is parsed for a status or cut to an excerpt, and a
+/// receiver must not make triage hold a body of any size it likes for the whole timeout.
+const ANSWER_MAX: usize = 64 * 1024;
+
+/// A receiver's answer body, its first [`ANSWER_MAX`] bytes (an unreadable one is empty: the
+/// status line still says what happened).
+async fn answer_text(response: reqwest::Response) -> String {
+    let kept = read_capped(response.bytes_stream(), ANSWER_MAX, Overflow::Stop)
+        .await
+        .map(|capped| capped.bytes)
+        .unwrap_or_default();
+    String::from_utf8_lossy(&kept).into_owned()
 }
 
 /// A receiver's answer body, short and on one line, for an error message.

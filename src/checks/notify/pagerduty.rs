@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Alert, excerpt, transport_error};
+use super::{Alert, answer_text, excerpt, transport_error};
 
 /// PagerDuty's limit on `payload.summary`.
 const MAX_SUMMARY_CHARS: usize = 1024;
@@ -58,7 +58,7 @@ pub async fn trigger(
         .await
         .map_err(transport_error)?;
     let status = response.status();
-    let text = response.text().await.unwrap_or_default();
+    let text = answer_text(response).await;
     let answer = serde_json::from_str::<EventsAnswer>(&text).ok();
     if status.is_success() && answer.as_ref().and_then(|a| a.status.as_deref()) == Some("success") {
         return Ok(());

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Alert, excerpt, transport_error};
+use super::{Alert, answer_text, excerpt, transport_error};
 
 /// Slack refuses a section's text past 3,000 characters.
 const MAX_SECTION_CHARS: usize = 2900;
@@ -53,7 +53,7 @@ pub async fn post(
         .await
         .map_err(transport_error)?;
     let status = response.status();
-    let text = response.text().await.unwrap_or_default();
+    let text = answer_text(response).await;
     if !status.is_success() {
         return Err(format!(
             "Slack answered HTTP {}: {}",

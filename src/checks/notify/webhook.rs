@@ -5,7 +5,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
 use super::address::refused_host;
-use super::{Alert, excerpt, template, transport_error};
+use super::{Alert, answer_text, excerpt, template, transport_error};
 
 /// What HolmesGPT's webhook says a failed check's source is.
 const SOURCE_TYPE: &str = "HealthCheck";
@@ -118,7 +118,7 @@ impl WebhookTarget {
             .values()
             .filter_map(|v| v.to_str().ok())
             .filter(|v| v.len() >= 4)
-            .fold(response.text().await.unwrap_or_default(), |text, secret| {
+            .fold(answer_text(response).await, |text, secret| {
                 text.replace(secret, crate::agent::MASK)
             });
         let said = excerpt(&said);
