@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::agent::{CurrentAgent, RunError};
 use crate::config::ChecksSettings;
+use crate::runtime::trust::ExtraRoots;
 
 pub use notify::{DeliveryStatus, NotificationStatus};
 pub use request::{CheckMode, CheckRequest};
@@ -70,11 +71,12 @@ impl Checks {
     pub fn new(
         serving: Arc<CurrentAgent>,
         settings: &ChecksSettings,
+        roots: &ExtraRoots,
         cluster_name: &str,
     ) -> Result<Checks, reqwest::Error> {
         Ok(Checks {
             serving,
-            notifier: notify::Notifier::new(settings)?,
+            notifier: notify::Notifier::new(settings, roots)?,
             max_timeout_secs: settings.max_timeout_secs,
             source: match cluster_name.trim() {
                 "" => "triage".to_owned(),

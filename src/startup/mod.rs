@@ -291,6 +291,7 @@ impl Application {
         let checks = crate::checks::Checks::new(
             serving.clone(),
             &settings.checks,
+            &settings.outbound_roots()?,
             &settings.prompts.cluster_name,
         )?;
         let admin = settings.admin.enabled.then(|| {

@@ -199,6 +199,12 @@ async fn an_encrypted_key_opens_with_its_password_and_client_certificates_are_re
 
 /// An HTTPS front for the fake LLM with the server certificate the private CA signed.
 async fn https_llm(pki: &Pki, llm: &FakeLlm) -> String {
+    format!("{}/v1", https_front(pki, &llm.origin()).await)
+}
+
+/// An HTTPS front, with the server certificate the private CA signed, for the plain HTTP
+/// server at `origin`: its `https://` origin.
+async fn https_front(pki: &Pki, origin: &str) -> String {
     use rustls_pki_types::pem::PemObject;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let certs = rustls_pki_types::CertificateDer::pem_file_iter(pki.path("server.crt"))
@@ -213,7 +219,7 @@ async fn https_llm(pki: &Pki, llm: &FakeLlm) -> String {
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let backend = llm.origin().trim_start_matches("http://").to_owned();
+    let backend = origin.trim_start_matches("http://").to_owned();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let (acceptor, backend) = (acceptor.clone(), backend.clone());
@@ -228,7 +234,7 @@ async fn https_llm(pki: &Pki, llm: &FakeLlm) -> String {
             });
         }
     });
-    format!("https://127.0.0.1:{port}/v1")
+    format!("https://127.0.0.1:{port}")
 }
 
 #[tokio::test]
@@ -310,4 +316,40 @@ async fn certificate_makes_outbound_clients_trust_a_private_ca() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&home);
+}
+
+/// A failed check's webhook receiver behind the private CA is reached with `ca_certificate`,
+/// as every other outbound client is, and refused in the handshake without it.
+#[tokio::test]
+async fn check_notifications_trust_the_private_ca_too() {
+    let pki = Pki::new();
+    let fakes = crate::notification_fakes::Fakes::start().await;
+    let receiver = format!("{}/hook/private", https_front(&pki, &fakes.base).await);
+    let ca = base64::engine::general_purpose::STANDARD.encode(pki.read("ca.crt"));
+    for (extra, outcome) in [
+        ("", "failed"),
+        (format!("ca_certificate = \"{ca}\"\n").as_str(), "sent"),
+    ] {
+        let app = crate::helpers::spawn_app_with(extra).await;
+        app.llm.push(Step::text(
+            &json!({"rationale": "the queue is stuck", "passed": false}).to_string(),
+        ));
+        let answer: serde_json::Value = app
+            .post_raw(
+                "/api/checks/execute",
+                json!({"query": "Is the queue draining?", "mode": "alert",
+                    "destinations": [{"type": "webhook", "config": {"url": receiver}}]})
+                .to_string(),
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["notifications"][0]["status"], outcome, "{answer}");
+    }
+    assert_eq!(
+        fakes.to("/hook/private").len(),
+        1,
+        "only the trusting server got through"
+    );
 }

@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::config::ChecksSettings;
+use crate::runtime::trust::ExtraRoots;
 use crate::tools::capped::{Overflow, read_capped};
 
 pub use webhook::WebhookTarget;
@@ -167,10 +168,12 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    pub fn new(settings: &ChecksSettings) -> Result<Notifier, reqwest::Error> {
-        crate::runtime::install_crypto_provider();
+    /// `roots`: the extra CAs every outbound client trusts (`ca_certificate`), so a receiver
+    /// inside the company behind a private CA is reached as the LLM and the webhooks are.
+    pub fn new(settings: &ChecksSettings, roots: &ExtraRoots) -> Result<Notifier, reqwest::Error> {
         let timeout = Duration::from_secs_f64(settings.notification_timeout_secs);
-        let client = reqwest::Client::builder()
+        let client = roots
+            .client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(address::GuardedResolver))
             .connect_timeout(timeout)
