@@ -54,6 +54,7 @@ umoci raw add-layer --image "$work/oci:base" --tag triage --history.created "$cr
 umoci config --image "$work/oci:triage" --no-history --created "$created" \
   --architecture amd64 --os linux --author "triage" \
   --config.user 10001:10001 --config.workingdir /home/triage \
+  --config.entrypoint /usr/bin/tini --config.entrypoint -- \
   --config.entrypoint /usr/local/bin/triage --config.cmd serve \
   --config.exposedports 5050/tcp \
   --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \

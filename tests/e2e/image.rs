@@ -1,6 +1,6 @@
 //! The image of `deploy/image/` run the way a cluster runs it: with podman, as its non-root
 //! user, a read-only root with only `/tmp` and the data directory writable, in-cluster
-//! Kubernetes credentials, and stopped by a signal while it is PID 1.
+//! Kubernetes credentials, and stopped by a signal sent to PID 1 (tini, which forwards it).
 //!
 //! `#[ignore]`d: they need podman, runc and the image, which `.ci/image` builds from the debug
 //! binary and loads (`TRIAGE_IMAGE`, default `localhost/triage:latest`). `.ci/run` runs them
@@ -203,8 +203,8 @@ impl Container {
         text(&out.stdout)
     }
 
-    /// Sends `signal` to triage (PID 1) and waits for the container to stop: its exit code and
-    /// how long it took.
+    /// Sends `signal` to PID 1 (tini, which forwards it to triage) and waits for the container
+    /// to stop: its exit code and how long it took.
     async fn stop_with(&self, signal: &str) -> (String, Duration) {
         let started = Instant::now();
         let killed = podman(&["kill", "--signal", signal, &self.name]);
@@ -365,13 +365,24 @@ async fn image_serves_chat_and_kubectl_in_cluster_on_a_read_only_root_and_stops_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs podman and the image: bash .ci/image, then cargo test --test e2e image:: -- --ignored"]
-async fn image_stops_on_sigterm_as_pid_1() {
+async fn image_reaps_orphans_and_stops_on_sigterm() {
     if !can_run() {
         return;
     }
     let container = Container::start(&[]);
     let client = http_client();
     container.wait_for(&client, "/healthz").await;
+    assert_eq!(container.exec("10001", "cat /proc/1/comm").trim(), "tini");
+    // A killed tool's grandchildren are re-parented to PID 1, as this orphaned `sleep` is when
+    // its shell exits; triage never waits for processes it did not start, tini does.
+    container.exec("10001", "sleep 0.2 & exit 0");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let zombies = container.exec(
+        "10001",
+        "for f in /proc/[0-9]*/stat; do read -r pid comm state _ <\"$f\" && \
+         [[ $state == Z ]] && echo \"$pid $comm\"; done; true",
+    );
+    assert_eq!(zombies.trim(), "", "zombies under PID 1");
     let (code, took) = container.stop_with("SIGTERM").await;
     assert_eq!(code, "0", "{}", container.logs());
     assert!(took < Duration::from_secs(10), "took {took:?}");
