@@ -13,6 +13,7 @@ mod api_model;
 mod approval_binding;
 mod approvals;
 mod architecture;
+mod attack_checks;
 mod attack_conversations;
 mod bad_input;
 mod bash_policy;
