@@ -76,3 +76,37 @@ mod tests {
         assert_eq!(a.read().len(), 2);
     }
 }
+
+/// A configuration error as it may be shown (an HTTP answer, a log line): serde and figment
+/// quote the value they could not read (`invalid type: string "sk-…", expected f64`), and in a
+/// settings file that value may be a credential put under the wrong key. The quoted strings
+/// are replaced by `"…"`; the key path and the expected type, which say what to fix, stay.
+pub fn without_quoted_values(message: &str) -> String {
+    static QUOTED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r#"(string|str|char|bytes) "(?:[^"\\]|\\.)*""#).expect("valid regex")
+    });
+    QUOTED.replace_all(message, r#"$1 "…""#).into_owned()
+}
+
+#[cfg(test)]
+mod quoted_value_tests {
+    use super::without_quoted_values;
+
+    #[test]
+    fn quoted_values_are_dropped_and_the_rest_kept() {
+        assert_eq!(
+            without_quoted_values(
+                r#"model 'm': invalid type: string "sk-a\"b", expected f64 at line 3"#
+            ),
+            r#"model 'm': invalid type: string "…", expected f64 at line 3"#
+        );
+        assert_eq!(
+            without_quoted_values(r#"invalid type: found string "tok", expected a map"#),
+            r#"invalid type: found string "…", expected a map"#
+        );
+        assert_eq!(
+            without_quoted_values("unknown field `x`"),
+            "unknown field `x`"
+        );
+    }
+}

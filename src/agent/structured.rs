@@ -63,6 +63,20 @@ impl FormatCheck {
     }
 }
 
+/// A checked JSON answer with its strings masked as a client decodes them: a model can spell
+/// a secret with escapes (`s3cr\u0065t`) that masking the text does not see, and every JSON
+/// reader turns back into the secret. `None` when nothing was hidden that way (the answer
+/// stays byte for byte as the model wrote it); otherwise the masked value, re-serialized.
+pub fn mask_decoded(text: &str, masker: &super::RunMasker) -> Option<String> {
+    // Without a backslash every decoded string is a piece of the text, which is masked.
+    if !text.contains('\\') {
+        return None;
+    }
+    let value: Value = serde_json::from_str(text).ok()?;
+    let masked = masker.masked(value.clone());
+    (masked != value).then(|| masked.to_string())
+}
+
 /// A schema's complaints about a value, each with the path it concerns, at most `max`.
 pub fn violations(validator: &jsonschema::Validator, value: &Value, max: usize) -> Vec<String> {
     validator

@@ -249,6 +249,14 @@ impl Agent {
             match checked {
                 Ok((clean, repaired)) => {
                     text = clean;
+                    if let Some(masked) = super::structured::mask_decoded(&text, &s.masker) {
+                        let last = live.conv.len() - 1;
+                        live.replace(
+                            last,
+                            Message::assistant(Some(masked.clone()), None, Vec::new()),
+                        );
+                        text = masked;
+                    }
                     format = Some(ResponseFormatReport {
                         valid: true,
                         repaired,

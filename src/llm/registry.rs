@@ -182,15 +182,18 @@ fn load_model_list(path: &std::path::Path) -> Result<Vec<(String, ModelEntry)>, 
 }
 
 fn parse_model_list(text: &str) -> Result<Vec<(String, ModelEntry)>, String> {
-    let raw: serde_norway::Value = serde_norway::from_str(text).map_err(|e| e.to_string())?;
+    let raw: serde_norway::Value = serde_norway::from_str(text)
+        .map_err(|e| crate::secrets::without_quoted_values(&e.to_string()))?;
     let serde_norway::Value::Mapping(map) = raw else {
         return Err("expected a mapping of model key to model settings".into());
     };
     map.into_iter()
         .map(|(key, value)| {
             let key = key.as_str().ok_or("model keys must be strings")?.to_owned();
-            let entry: ModelEntry =
-                serde_norway::from_value(value).map_err(|e| format!("model '{key}': {e}"))?;
+            let entry: ModelEntry = serde_norway::from_value(value).map_err(|e| {
+                let said = crate::secrets::without_quoted_values(&e.to_string());
+                format!("model '{key}': {said}")
+            })?;
             crate::config::entry_keys::check_extra_keys(&format!("'{key}'"), &entry.extra)?;
             Ok((key, entry))
         })
@@ -229,6 +232,15 @@ fn resolve(
         .api_base
         .as_deref()
         .map(|b| b.trim_end_matches('/').to_owned());
+    if let Some(base) = &api_base {
+        // Checked here, not at the first request; the value is not quoted, as it may hold
+        // credentials (`https://user:key@host`).
+        match url::Url::parse(base) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
+            Ok(_) => return Err(invalid("api_base must be an http or https URL".into())),
+            Err(e) => return Err(invalid(format!("api_base is not a URL: {e}"))),
+        }
+    }
     let env_key = |var: &str| std::env::var(var).ok().filter(|k| !k.is_empty());
     crate::config::entry_keys::refuse_other_providers_keys(&provider, &entry.extra)
         .map_err(invalid)?;

@@ -30,7 +30,9 @@ struct Rebuild {
     source: SettingsSource,
     walled_ports: Vec<u16>,
     /// One reload at a time: two would each build from the agent serving before either swap.
-    one_at_a_time: tokio::sync::Mutex<()>,
+    /// Taken before the blocking thread a reload runs on, so reloads queued behind one hold
+    /// no thread of the blocking pool (which DNS lookups and file reads also need).
+    one_at_a_time: Arc<tokio::sync::Mutex<()>>,
     /// The runtime start-up built on: the MCP supervisors and the sandbox's tasks a rebuild
     /// starts belong on it, as those of start-up do, not on the serving thread of a request.
     main: tokio::runtime::Handle,
@@ -47,7 +49,7 @@ impl Reloader {
             serving,
             source,
             walled_ports,
-            one_at_a_time: tokio::sync::Mutex::new(()),
+            one_at_a_time: Arc::new(tokio::sync::Mutex::new(())),
             main: tokio::runtime::Handle::current(),
         }))
     }
@@ -55,7 +57,6 @@ impl Reloader {
 
 impl Rebuild {
     async fn rebuild(&self, scope: ReloadScope) -> Result<ReloadReport, StartupError> {
-        let _only = self.one_at_a_time.lock().await;
         let settings = (self.source)()?;
         let old = self.serving.current();
         let models = match scope {
@@ -98,14 +99,23 @@ impl Rebuild {
 impl Reload for Reloader {
     fn reload(&self, scope: ReloadScope) -> ReloadFuture<'_> {
         let rebuild = self.0.clone();
-        // Building toolsets holds values that are not `Send` across its waits (as start-up
-        // may), so it runs to its end on a blocking thread of the main runtime.
-        let main = rebuild.main.clone();
-        let done = main.spawn_blocking(move || {
+        Box::pin(async move {
+            let only = rebuild.one_at_a_time.clone().lock_owned().await;
+            // Building toolsets holds values that are not `Send` across its waits (as start-up
+            // may), so it runs to its end on a blocking thread of the main runtime.
             let main = rebuild.main.clone();
-            main.block_on(async move { rebuild.rebuild(scope).await.map_err(|e| e.to_string()) })
-        });
-        Box::pin(async move { done.await.map_err(|e| format!("the reload stopped: {e}"))? })
+            let done = main.spawn_blocking(move || {
+                let _only = only;
+                let main = rebuild.main.clone();
+                main.block_on(async move {
+                    rebuild
+                        .rebuild(scope)
+                        .await
+                        .map_err(|e| crate::secrets::without_quoted_values(&e.to_string()))
+                })
+            });
+            done.await.map_err(|e| format!("the reload stopped: {e}"))?
+        })
     }
 }
 

@@ -4,28 +4,52 @@
 //! the literal text it was, and the payload stays the template's shape (values are JSON
 //! strings, encoded by serde_json). Object keys are not templated. Unknown placeholders are
 //! left as written, as HolmesGPT leaves them.
+//!
+//! The filled strings are capped at [`MAX_FILLED_BYTES`]: a template of a few kilobytes of
+//! `{{analysis}}` would otherwise make triage build (and send) the analysis thousands of
+//! times over, gigabytes from one request.
 
 use serde_json::Value;
 
-/// Fills every string of `template`.
-pub fn render(template: &Value, fields: &[(&str, &str)]) -> Value {
-    match template {
-        Value::String(s) => Value::String(fill(s, fields)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| render(v, fields)).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), render(v, fields)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
+/// Far more than any receiver accepts in one alert (Slack takes 40,000 characters).
+pub const MAX_FILLED_BYTES: usize = 1024 * 1024;
+
+/// Fills every string of `template`; `None` when the strings filled in would be over
+/// [`MAX_FILLED_BYTES`] (found before building more than that).
+pub fn render(template: &Value, fields: &[(&str, &str)]) -> Option<Value> {
+    let mut left = MAX_FILLED_BYTES;
+    render_within(template, fields, &mut left)
 }
 
-fn fill(text: &str, fields: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(text.len());
+fn render_within(template: &Value, fields: &[(&str, &str)], left: &mut usize) -> Option<Value> {
+    Some(match template {
+        Value::String(s) => Value::String(fill(s, fields, left)?),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| render_within(v, fields, left))
+                .collect::<Option<_>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| Some((k.clone(), render_within(v, fields, left)?)))
+                .collect::<Option<_>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// `text` filled in, taking its length from `left`; `None` past it.
+fn fill(text: &str, fields: &[(&str, &str)], left: &mut usize) -> Option<String> {
+    let mut out = String::with_capacity(text.len().min(*left));
     let mut rest = text;
+    let mut push = |out: &mut String, piece: &str| {
+        *left = left.checked_sub(piece.len())?;
+        out.push_str(piece);
+        Some(())
+    };
     while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
+        push(&mut out, &rest[..start])?;
         let after = &rest[start + 2..];
         let known = after.find("}}").and_then(|end| {
             let key = &after[..end];
@@ -36,17 +60,17 @@ fn fill(text: &str, fields: &[(&str, &str)]) -> String {
         });
         match known {
             Some((value, end)) => {
-                out.push_str(value);
+                push(&mut out, value)?;
                 rest = &after[end + 2..];
             }
             None => {
-                out.push_str("{{");
+                push(&mut out, "{{")?;
                 rest = after;
             }
         }
     }
-    out.push_str(rest);
-    out
+    push(&mut out, rest)?;
+    Some(out)
 }
 
 #[cfg(test)]
@@ -65,13 +89,30 @@ mod tests {
                 ("analysis", "{{status}}\", \"injected\": \"yes"),
                 ("status", "fail"),
             ],
-        );
+        )
+        .unwrap();
         assert_eq!(
             out,
             json!({"text": "pods: {{status}}\", \"injected\": \"yes {{unknown}}", "n": 3,
                 "list": ["fail", {"{{status}}": "fail"}]})
         );
-        assert_eq!(fill("{{ {{status}} }}", &[("status", "x")]), "{{ x }}");
-        assert_eq!(fill("{{status", &[("status", "x")]), "{{status");
+        let mut left = 100;
+        assert_eq!(
+            fill("{{ {{status}} }}", &[("status", "x")], &mut left).unwrap(),
+            "{{ x }}"
+        );
+        assert_eq!(
+            fill("{{status", &[("status", "x")], &mut left).unwrap(),
+            "{{status"
+        );
+    }
+
+    #[test]
+    fn a_template_filling_past_the_cap_is_refused() {
+        let big = "a".repeat(MAX_FILLED_BYTES / 4 + 1);
+        let template = json!(["{{analysis}}", {"k": "{{analysis}}{{analysis}}"}, "{{analysis}}"]);
+        assert!(render(&template, &[("analysis", &big)]).is_none());
+        let fits = json!(["{{analysis}}", "{{analysis}}", "{{analysis}}"]);
+        assert!(render(&fits, &[("analysis", &big)]).is_some());
     }
 }

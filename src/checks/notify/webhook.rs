@@ -79,6 +79,33 @@ impl WebhookTarget {
         self.url.origin().ascii_serialization()
     }
 
+    /// What the request carries that may be a credential, longest first: the header values,
+    /// the URL's path and query, and the query's values (as sent and decoded).
+    fn credentials(&self) -> Vec<String> {
+        let mut found: Vec<String> = self
+            .headers
+            .values()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect();
+        if self.url.path() != "/" {
+            found.push(self.url.path().to_owned());
+            let decoded = percent_encoding::percent_decode_str(self.url.path()).decode_utf8_lossy();
+            found.push(decoded.into_owned());
+        }
+        if let Some(query) = self.url.query() {
+            found.push(query.to_owned());
+            found.extend(
+                query
+                    .split('&')
+                    .filter_map(|pair| pair.split_once('=').map(|(_, v)| v.to_owned())),
+            );
+            found.extend(self.url.query_pairs().map(|(_, v)| v.into_owned()));
+        }
+        found.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        found
+    }
+
     pub async fn post(&self, client: &reqwest::Client, alert: &Alert<'_>) -> Result<(), String> {
         let fields = [
             ("check_name", alert.check_name),
@@ -88,7 +115,12 @@ impl WebhookTarget {
             ("url", ""),
         ];
         let body = match &self.payload_template {
-            Some(t) => template::render(t, &fields),
+            Some(t) => template::render(t, &fields).ok_or_else(|| {
+                format!(
+                    "`payload_template` filled in would be over {} bytes; not sent",
+                    template::MAX_FILLED_BYTES
+                )
+            })?,
             None => json!({
                 "check_name": alert.check_name,
                 "status": "fail",
@@ -112,14 +144,14 @@ impl WebhookTarget {
         if status.is_success() {
             return Ok(());
         }
-        // A receiver that echoes the request back must not echo its credentials into ours.
+        // A receiver that echoes the request back (its headers, or its URL as many error pages
+        // do) must not echo its credentials into ours.
         let said = self
-            .headers
-            .values()
-            .filter_map(|v| v.to_str().ok())
+            .credentials()
+            .iter()
             .filter(|v| v.len() >= 4)
             .fold(answer_text(response).await, |text, secret| {
-                text.replace(secret, crate::agent::MASK)
+                text.replace(secret.as_str(), crate::agent::MASK)
             });
         let said = excerpt(&said);
         Err(format!(
