@@ -92,14 +92,19 @@ fn not_a_message(bytes: &Bytes) -> Option<Response> {
             ));
         }
     };
-    let refuse = |id, code, message: String| Some(jsonrpc_error(StatusCode::BAD_REQUEST, id, code, message));
+    let refuse =
+        |id, code, message: String| Some(jsonrpc_error(StatusCode::BAD_REQUEST, id, code, message));
     let Some(message) = value.as_object() else {
         let what = if value.is_array() {
             "a batch (an array): MCP takes one message per request"
         } else {
             "not a JSON-RPC message (an object)"
         };
-        return refuse(None, ErrorCode::INVALID_REQUEST, format!("Invalid Request: {what}"));
+        return refuse(
+            None,
+            ErrorCode::INVALID_REQUEST,
+            format!("Invalid Request: {what}"),
+        );
     };
     // An id the client can match, when it sent a usable one.
     let id = message

@@ -93,7 +93,9 @@ async fn follow(mut run: ChatRun, mut progress: Progress) -> Result<String, Stri
             _ => {}
         }
     }
-    Err(format!("{INVESTIGATE}: the agent stopped without an answer"))
+    Err(format!(
+        "{INVESTIGATE}: the agent stopped without an answer"
+    ))
 }
 
 /// A finished call in a few words: the tool, how it went and what it ran (already masked,

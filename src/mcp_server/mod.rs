@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -114,7 +115,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::definitions().to_vec()))
+        Ok(ListToolsResult::with_all_items(
+            tools::definitions().to_vec(),
+        ))
     }
 
     async fn call_tool(
@@ -132,7 +135,8 @@ impl ServerHandler for McpServer {
         let args = request.arguments.unwrap_or_default();
         let result = match request.name.as_ref() {
             tools::INVESTIGATE => investigate::call(doors, args, &context, caller).await,
-            tools::LIST_MODELS => Ok(list_models(doors)),
+            tools::LIST_MODELS => arguments::read::<tools::NoArgs>(tools::LIST_MODELS, args)
+                .map(|_| list_models(doors)),
             name => match conversation_tools::call(&doors.conversations, name, args).await {
                 Some(result) => result,
                 // An unknown tool is a protocol error, as the MCP specification words it.
@@ -149,7 +153,58 @@ impl ServerHandler for McpServer {
         };
         Ok(result.unwrap_or_else(failure).into())
     }
+
+    /// rmcp hands over, as a custom request, every request it could not read, a standard
+    /// method with params of the wrong shape too: that is invalid params, not an unknown
+    /// method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method = request.method;
+        if method == "tools/call" {
+            let params = request.params.unwrap_or_default();
+            let why = serde_json::from_value::<CallToolRequestParams>(params)
+                .err()
+                .map_or_else(String::new, |e| format!(": {e}"));
+            return Err(ErrorData::invalid_params(
+                format!("invalid params for `tools/call`{why}"),
+                None,
+            ));
+        }
+        if STANDARD_METHODS.contains(&method.as_str()) {
+            return Err(ErrorData::invalid_params(
+                format!("invalid params for `{method}`"),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("unknown method '{method}'"),
+            None,
+        ))
+    }
 }
+
+/// The client-to-server methods of the MCP revisions rmcp speaks.
+const STANDARD_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "logging/setLevel",
+    "completion/complete",
+    "subscriptions/listen",
+];
 
 /// `list_models`: the model-list keys of the agent serving now, the default first.
 fn list_models(doors: &Doors) -> CallToolResult {

@@ -8,7 +8,8 @@ use super::conversation_paths::error;
 
 /// The transport's definition in the revision this server's clients mostly speak (it also
 /// negotiates the others rmcp knows).
-const SPEC: &str = "https://modelcontextprotocol.io/specification/2025-06-18/basic/transports#streamable-http";
+const SPEC: &str =
+    "https://modelcontextprotocol.io/specification/2025-06-18/basic/transports#streamable-http";
 
 /// A JSON-RPC 2.0 message: the request and answer bodies, whose `params` and `result` the
 /// MCP specification defines per method.
@@ -116,7 +117,9 @@ pub(super) fn add(doc: &mut Value) {
         paths.insert("/mcp".into(), operation);
     }
     if let Some(tags) = doc["tags"].as_array_mut() {
-        tags.push(json!({"name": "mcp", "description": "The MCP server (IDE and in-cluster agents).",
-            "externalDocs": {"url": SPEC}}));
+        tags.push(
+            json!({"name": "mcp", "description": "The MCP server (IDE and in-cluster agents).",
+            "externalDocs": {"url": SPEC}}),
+        );
     }
 }
