@@ -175,6 +175,12 @@ async fn initialize_and_list_tools_without_a_session() {
     )
     .await;
     assert_eq!(note.status, 202);
+    // Counted per route like every other request.
+    let metrics = app.metrics().await;
+    assert!(
+        metrics.contains("triage_http_requests_total{route=\"/mcp\",status=\"200\"}"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
