@@ -17,6 +17,7 @@ pub mod holmes;
 pub mod http;
 pub mod inbound;
 pub mod llm;
+pub mod mcp_server;
 pub mod meters;
 pub mod prompt;
 pub mod runtime;

@@ -34,7 +34,10 @@ pub async fn chat(
 }
 
 /// The request's headers tools may see: everything but the blocked names (credentials).
-fn passthrough_headers(headers: &HeaderMap, blocked: &[String]) -> Vec<(String, String)> {
+pub(super) fn passthrough_headers(
+    headers: &HeaderMap,
+    blocked: &[String],
+) -> Vec<(String, String)> {
     headers
         .iter()
         .filter(|(name, _)| {

@@ -17,6 +17,7 @@ mod error;
 mod extract;
 mod inbound;
 mod limits;
+mod mcp;
 mod openapi;
 pub mod ops;
 mod origin;
@@ -191,6 +192,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/webhooks/deliveries", get(webhooks::list))
         .route("/api/webhooks/deliveries/{id}/retry", post(webhooks::retry))
         .merge(console::routes())
+        .merge(mcp::routes(&state))
         .route("/api/info", get(ops::info))
         .route("/api/openapi.json", get(openapi::openapi))
         .route("/metrics", get(ops::metrics))

@@ -54,6 +54,7 @@ mod masked_arguments;
 mod mcp;
 mod mcp_install;
 mod mcp_limits;
+mod mcp_server;
 mod model_providers;
 mod network_wall;
 mod openapi;
