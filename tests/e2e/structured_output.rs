@@ -151,3 +151,32 @@ async fn json_object_mode() {
     assert_eq!(body["analysis"], r#"{"ok": true}"#);
     assert_eq!(body["metadata"]["response_format"]["repaired"], true);
 }
+
+/// A model that spells a secret with JSON escapes (`\u0074` is `t`) writes text the masker
+/// does not match, which every JSON reader decodes into the secret: the answer and the
+/// history it returns are masked as decoded.
+#[tokio::test]
+async fn a_secret_spelled_with_escapes_is_masked_as_a_client_decodes_it() {
+    const SECRET: &str = "s3cr3t-token-value-42";
+    let app =
+        crate::helpers::spawn_app_with(&format!("[security]\nsecrets = [\"{SECRET}\"]\n")).await;
+    app.llm.push(Step::text(
+        r#"{"is_healthy": false, "summary": "env holds s3cr3\u0074-token-value-42"}"#,
+    ));
+    let (status, body) = app
+        .chat_json(&json!({"ask": "healthy?", "response_format": health_format()}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let parsed: Value = serde_json::from_str(body["analysis"].as_str().unwrap()).unwrap();
+    assert_eq!(parsed["summary"], "env holds <secret-hidden>", "{body}");
+    let history = body["conversation_history"].to_string();
+    let decoded: Vec<Value> = serde_json::from_str(&history).unwrap();
+    assert!(!format!("{decoded:?}").contains(SECRET), "{history}");
+    for message in &decoded {
+        if let Some(text) = message["content"].as_str() {
+            if let Ok(inner) = serde_json::from_str::<Value>(text) {
+                assert!(!inner.to_string().contains(SECRET), "{text}");
+            }
+        }
+    }
+}
