@@ -18,6 +18,7 @@ pub mod http;
 pub mod inbound;
 pub mod llm;
 pub mod meters;
+pub mod openai_compat;
 pub mod prompt;
 pub mod runtime;
 pub mod sandbox;
