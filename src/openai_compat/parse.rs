@@ -51,7 +51,12 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, OpenAiError> {
     let path = param_path(&err.path().to_string());
     let text = inner.to_string();
     if let Some(field) = unknown_field(&text) {
-        let param = join(&path, field);
+        // The path already ends at the unknown key.
+        let param = if path.is_empty() {
+            field.to_owned()
+        } else {
+            path.clone()
+        };
         return Err(OpenAiError::invalid(
             format!("Unrecognized request argument supplied: {param}"),
             Some(&param),

@@ -55,6 +55,7 @@ mod mcp_install;
 mod mcp_limits;
 mod model_providers;
 mod network_wall;
+mod openai_compat;
 mod openapi;
 mod operations;
 mod policy_strace;
