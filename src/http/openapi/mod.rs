@@ -5,6 +5,7 @@
 
 mod check_paths;
 mod conversation_paths;
+mod openai_paths;
 mod paths;
 mod webhook_paths;
 
@@ -258,6 +259,7 @@ fn build() -> Value {
         reload: r("ReloadResponse"),
     };
     check_paths::add(&mut doc, &checks);
+    openai_paths::add(&mut doc);
     doc
 }
 
