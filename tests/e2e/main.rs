@@ -56,6 +56,7 @@ mod mcp_limits;
 mod model_providers;
 mod network_wall;
 mod openai_compat;
+mod openai_sdk;
 mod openapi;
 mod operations;
 mod policy_strace;
