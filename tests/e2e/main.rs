@@ -56,6 +56,8 @@ mod mcp_limits;
 mod model_providers;
 mod network_wall;
 mod openai_compat;
+mod openai_errors;
+mod openai_responses;
 mod openai_sdk;
 mod openapi;
 mod operations;
