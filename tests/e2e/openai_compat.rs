@@ -430,3 +430,25 @@ async fn images_reach_a_vision_model() {
             .contains("data:image/png;base64")
     );
 }
+
+#[tokio::test]
+async fn a_hostile_model_cannot_leak_a_secret_through_either_field() {
+    let secret = "sk-model-key-0123456789abcdef";
+    let app = spawn_app_with(&format!("[models.fake]\napi_key = \"{secret}\"\n")).await;
+    app.llm.push(Step::tool(
+        "c1",
+        "bash",
+        json!({"command": format!("echo {secret}")}),
+    ));
+    app.llm.push(text(&format!("the key is {secret}"), 5, 5));
+    let frames = frames(
+        &app,
+        "/v1/chat/completions",
+        &json!({"model": "fake", "stream": true, "messages": [{"role": "user", "content": "leak"}]}),
+    )
+    .await;
+    let all: String = frames.iter().map(|f| f.data.as_str()).collect();
+    assert!(!all.contains(secret), "{all}");
+    let chunks = chunks(&frames);
+    assert!(joined(&chunks, "content").contains("<secret-hidden>"));
+}
