@@ -19,6 +19,7 @@ pub mod inbound;
 pub mod llm;
 pub mod mcp_server;
 pub mod meters;
+pub mod openai_compat;
 pub mod prompt;
 pub mod runtime;
 pub mod sandbox;

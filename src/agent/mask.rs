@@ -205,6 +205,7 @@ impl Mask for UsageReport {
             context_window: _,
             max_output_tokens: _,
             costs: _,
+            totals: _,
             truncations,
         } = self;
         truncations.mask(secrets);

@@ -42,6 +42,9 @@ pub struct UsageReport {
     pub max_output_tokens: u32,
     /// Cumulative; present when the model has per-token prices.
     pub costs: Option<Costs>,
+    /// Cumulative token counts of every LLM call recorded, priced or not (what an
+    /// OpenAI-compatible answer reports as its usage).
+    pub totals: Costs,
     pub truncations: Vec<Truncation>,
 }
 
@@ -107,6 +110,7 @@ impl UsageLedger {
             context_window: model.context_window,
             max_output_tokens: model.max_output_tokens,
             costs: model.prices.map(|_| self.costs),
+            totals: self.costs,
             truncations: truncations.to_vec(),
         }
     }

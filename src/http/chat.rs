@@ -239,7 +239,7 @@ fn with_warnings(event: StreamEvent, warnings: &[String]) -> StreamEvent {
 }
 
 /// Polls the agent's stream inside the request's span, so its logs carry the request id.
-fn in_span<S: Stream + Send + 'static>(
+pub(super) fn in_span<S: Stream + Send + 'static>(
     inner: S,
     span: tracing::Span,
 ) -> impl Stream<Item = S::Item> + Send + 'static {

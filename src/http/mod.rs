@@ -18,6 +18,7 @@ mod extract;
 mod inbound;
 mod limits;
 mod mcp;
+mod openai_compat;
 mod openapi;
 pub mod ops;
 mod origin;
@@ -191,6 +192,12 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/webhooks/deliveries", get(webhooks::list))
         .route("/api/webhooks/deliveries/{id}/retry", post(webhooks::retry))
+        .route("/v1/models", get(openai_compat::models))
+        .route(
+            "/v1/chat/completions",
+            post(openai_compat::chat_completions),
+        )
+        .route("/v1/responses", post(openai_compat::responses))
         .merge(console::routes())
         .merge(mcp::routes(&state))
         .route("/api/info", get(ops::info))
@@ -247,7 +254,7 @@ fn refuse_nul_in_query(request: &Request) -> Option<Response> {
 }
 
 /// Gives each request an id and a tracing span that carries it, and errors axum answers
-/// itself their `{"detail": …}` body.
+/// itself their `{"detail": …}` body (OpenAI's error object under `/v1/`).
 async fn request_context(mut request: Request, next: Next) -> Response {
     let id = uuid::Uuid::new_v4().to_string();
     let span = tracing::info_span!(
@@ -257,9 +264,14 @@ async fn request_context(mut request: Request, next: Next) -> Response {
         path = %request.uri().path(),
     );
     let method = request.method().clone();
+    let openai = request.uri().path().starts_with(openai_compat::PREFIX);
     request.extensions_mut().insert(RequestId(id.clone()));
     let response = next.run(request).instrument(span).await;
     let mut response = error::with_json_body(&method, response);
+    if openai {
+        // The OpenAI-compatible door's clients read OpenAI's error shape, whoever refused.
+        response = openai_compat::reshape(response).await;
+    }
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-request-id", value);
     }

@@ -67,6 +67,32 @@ where
 {
     let frames = async_stream::stream! {
         let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            let terminal = event.is_terminal();
+            yield encode(&event);
+            if terminal {
+                break;
+            }
+        }
+    };
+    frames_response(frames, limits, |message| {
+        encode(&StreamEvent::Error(ErrorEvent::new(message, false)))
+    })
+}
+
+/// A stream of encoded frames as the response, for every SSE door: keep-alive comments in
+/// silences, and `error_frame` (the door's own shape) ending it at the deadline or on server
+/// shutdown.
+pub fn frames_response<S>(
+    frames: S,
+    limits: StreamLimits,
+    error_frame: fn(String) -> Bytes,
+) -> Response
+where
+    S: Stream<Item = Bytes> + Send + 'static,
+{
+    let frames = async_stream::stream! {
+        let mut frames = std::pin::pin!(frames);
         let deadline = tokio::time::sleep(limits.deadline);
         let mut deadline = std::pin::pin!(deadline);
         let closing = async move {
@@ -86,31 +112,26 @@ where
             let next = tokio::select! {
                 biased;
                 () = &mut closing => {
-                    yield Ok::<Bytes, Infallible>(encode(&StreamEvent::Error(ErrorEvent::new(
+                    yield Ok::<Bytes, Infallible>(error_frame(
                         "The server is shutting down: this stream was ended before the answer was complete. Send the request again.".into(),
-                        false,
-                    ))));
+                    ));
                     break;
                 }
                 () = &mut deadline => {
-                    yield Ok(encode(&StreamEvent::Error(ErrorEvent::new(
-                        format!("The request exceeded its deadline of {} s (server.request_deadline_secs)", limits.deadline.as_secs_f64()),
-                        false,
-                    ))));
+                    yield Ok(error_frame(format!(
+                        "The request exceeded its deadline of {} s (server.request_deadline_secs)",
+                        limits.deadline.as_secs_f64()
+                    )));
                     break;
                 }
-                next = events.next() => next,
+                next = frames.next() => next,
                 () = silence => {
                     yield Ok(Bytes::from_static(KEEPALIVE_FRAME));
                     continue;
                 }
             };
-            let Some(event) = next else { break };
-            let terminal = event.is_terminal();
-            yield Ok(encode(&event));
-            if terminal {
-                break;
-            }
+            let Some(frame) = next else { break };
+            yield Ok(frame);
         }
     };
     (

@@ -6,6 +6,7 @@
 mod check_paths;
 mod conversation_paths;
 mod mcp_paths;
+mod openai_paths;
 mod paths;
 mod webhook_paths;
 
@@ -260,6 +261,7 @@ fn build() -> Value {
     };
     check_paths::add(&mut doc, &checks);
     mcp_paths::add(&mut doc);
+    openai_paths::add(&mut doc);
     doc
 }
 
