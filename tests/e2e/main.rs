@@ -7,6 +7,7 @@ mod notification_fakes;
 mod webhook_receiver;
 
 // The tests, one module per concern.
+mod a2a;
 mod admin_reload;
 mod agent_limits;
 mod api_model;
