@@ -8,6 +8,7 @@ mod webhook_receiver;
 
 // The tests, one module per concern.
 mod a2a;
+mod a2a_client;
 mod admin_reload;
 mod agent_limits;
 mod api_model;
