@@ -23,8 +23,8 @@ use super::{AppState, ShutdownWatch};
 use crate::a2a::jsonrpc::{self, ErrorCode, RpcError};
 use crate::a2a::{Reply, Tasks, Update, Waits};
 
+/// The card's path (the router names it too), which needs no API key.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
-pub const RPC_PATH: &str = "/a2a";
 
 /// The header (and query parameter) naming the protocol version a client speaks.
 const VERSION: &str = "a2a-version";

@@ -190,8 +190,8 @@ pub fn router(state: AppState) -> Router {
             post(inbound::receive),
         )
         .route("/api/webhooks/deliveries", get(webhooks::list))
-        .route(a2a::CARD_PATH, get(a2a::card))
-        .route(a2a::RPC_PATH, post(a2a::rpc))
+        .route("/.well-known/agent-card.json", get(a2a::card))
+        .route("/a2a", post(a2a::rpc))
         .route("/api/webhooks/deliveries/{id}/retry", post(webhooks::retry))
         .merge(console::routes())
         .route("/api/info", get(ops::info))
