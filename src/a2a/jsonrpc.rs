@@ -136,14 +136,17 @@ pub fn parse_request(body: &[u8]) -> Result<RpcRequest, (Value, RpcError)> {
         );
     };
     let id = match object.remove("id") {
-        Some(id @ (Value::String(_) | Value::Number(_))) => id,
+        Some(id @ Value::String(_)) => id,
+        // JSON-RPC: numbers "SHOULD NOT contain fractional parts"; one that does is refused
+        // rather than echoed back.
+        Some(id @ Value::Number(_)) if id.is_i64() || id.is_u64() => id,
         Some(Value::Null) | None => {
             return invalid(
                 Value::Null,
-                "`id` is required (a string or a number): every A2A method answers",
+                "`id` is required (a string or an integer): every A2A method answers",
             );
         }
-        Some(_) => return invalid(Value::Null, "`id` must be a string or a number"),
+        Some(_) => return invalid(Value::Null, "`id` must be a string or an integer"),
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return invalid(id, "`jsonrpc` must be \"2.0\"");

@@ -199,14 +199,19 @@ impl Tasks {
             {
                 return Ok(row);
             }
-            tokio::select! {
-                note = news.recv() => match note {
-                    Ok((conversation, _)) if conversation != id => continue,
-                    Ok(_) | Err(RecvError::Lagged(_)) => {}
-                    Err(RecvError::Closed) => tokio::time::sleep(RECHECK).await,
-                },
-                () = tokio::time::sleep(RECHECK) => {}
-                () = tokio::time::sleep_until(until) => {}
+            // Until news of this task (other tasks' news is skipped here, not read again),
+            // the next look, or the limit.
+            let look = tokio::time::Instant::now() + RECHECK;
+            loop {
+                tokio::select! {
+                    note = news.recv() => match note {
+                        Ok((conversation, _)) if conversation != id => continue,
+                        Ok(_) | Err(RecvError::Lagged(_)) => break,
+                        Err(RecvError::Closed) => tokio::time::sleep_until(look.min(until)).await,
+                    },
+                    () = tokio::time::sleep_until(look.min(until)) => {}
+                }
+                break;
             }
         }
     }
@@ -300,7 +305,12 @@ impl Tasks {
             sort: SortOrder::UpdatedAtDesc,
         };
         let store = self.conversations.store();
-        let page = store.search(&query).await.map_err(store_error)?;
+        let page = store.search(&query).await.map_err(|e| match e {
+            crate::store::StoreError::InvalidPageId => {
+                RpcError::invalid_params("pageToken is not one this agent handed out")
+            }
+            e => store_error(e),
+        })?;
         let total = match statuses {
             None => store.count(None).await.map_err(store_error)?,
             Some(statuses) => {
