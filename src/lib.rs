@@ -6,6 +6,7 @@
 //! `wire` frames, `store` keeps them, `webhooks` send them). Imports follow the layer order
 //! in docs/architecture.md, which the architecture test checks.
 
+pub mod a2a;
 pub mod agent;
 pub mod checks;
 pub mod cli;

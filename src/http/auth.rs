@@ -1,5 +1,5 @@
 //! API keys: `X-API-Key: <key>` or `Authorization: Bearer <key>`, compared in constant time.
-//! Only exact paths are exempt: the health probes and the console's static page and assets,
+//! Only exact paths are exempt: the health probes, the A2A agent card and the console's static page and assets,
 //! which hold no secrets (the API calls the page makes still need a key); and inbound
 //! webhooks (`/api/webhook/…`), whose handler checks the reply token instead.
 
@@ -15,6 +15,8 @@ use super::ApiError;
 const EXEMPT: &[&str] = &[
     "/healthz",
     "/readyz",
+    // The A2A agent card: discovery, before a client knows it needs a key (it says so).
+    super::a2a::CARD_PATH,
     super::console::INDEX_PATH,
     super::console::SCRIPT_PATH,
     super::console::CONVERSATION_LOG_SCRIPT_PATH,

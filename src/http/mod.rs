@@ -2,6 +2,7 @@
 //! error shape, JSON body parsing and SSE framing. Handlers only translate between HTTP and
 //! the agent.
 
+mod a2a;
 pub mod admin;
 pub mod auth;
 pub mod body;
@@ -191,6 +192,8 @@ pub fn router(state: AppState) -> Router {
             post(inbound::receive),
         )
         .route("/api/webhooks/deliveries", get(webhooks::list))
+        .route("/.well-known/agent-card.json", get(a2a::card))
+        .route("/a2a", post(a2a::rpc))
         .route("/api/webhooks/deliveries/{id}/retry", post(webhooks::retry))
         .route("/v1/models", get(openai_compat::models))
         .route(

@@ -7,6 +7,8 @@ mod notification_fakes;
 mod webhook_receiver;
 
 // The tests, one module per concern.
+mod a2a;
+mod a2a_client;
 mod admin_reload;
 mod agent_limits;
 mod api_model;

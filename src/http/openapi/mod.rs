@@ -3,6 +3,7 @@
 //! writes them); only the operations (paths, status codes, headers) are written by hand, in
 //! [`paths`].
 
+mod a2a_paths;
 mod check_paths;
 mod conversation_paths;
 mod mcp_paths;
@@ -262,6 +263,7 @@ fn build() -> Value {
     check_paths::add(&mut doc, &checks);
     mcp_paths::add(&mut doc);
     openai_paths::add(&mut doc);
+    a2a_paths::add(&mut doc);
     doc
 }
 
