@@ -7,6 +7,7 @@
 //! in docs/architecture.md, which the architecture test checks.
 
 pub mod agent;
+pub mod agui;
 pub mod checks;
 pub mod cli;
 pub mod config;

@@ -34,7 +34,10 @@ pub async fn chat(
 }
 
 /// The request's headers tools may see: everything but the blocked names (credentials).
-fn passthrough_headers(headers: &HeaderMap, blocked: &[String]) -> Vec<(String, String)> {
+pub(super) fn passthrough_headers(
+    headers: &HeaderMap,
+    blocked: &[String],
+) -> Vec<(String, String)> {
     headers
         .iter()
         .filter(|(name, _)| {
@@ -236,7 +239,7 @@ fn with_warnings(event: StreamEvent, warnings: &[String]) -> StreamEvent {
 }
 
 /// Polls the agent's stream inside the request's span, so its logs carry the request id.
-fn in_span<S: Stream + Send + 'static>(
+pub(super) fn in_span<S: Stream + Send + 'static>(
     inner: S,
     span: tracing::Span,
 ) -> impl Stream<Item = S::Item> + Send + 'static {

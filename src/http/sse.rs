@@ -59,11 +59,35 @@ pub struct StreamLimits {
     pub shutdown: Option<ShutdownWatch>,
 }
 
+/// An event of a front door that streams: its frame, whether the stream ends after it, and
+/// the event that ends a stream cut short (the deadline, the server shutting down).
+pub trait Frame: Sized {
+    fn frame(&self) -> Bytes;
+    fn is_terminal(&self) -> bool;
+    fn cut_short(message: String) -> Self;
+}
+
+impl Frame for StreamEvent {
+    fn frame(&self) -> Bytes {
+        encode(self)
+    }
+
+    fn is_terminal(&self) -> bool {
+        StreamEvent::is_terminal(self)
+    }
+
+    fn cut_short(message: String) -> Self {
+        StreamEvent::Error(ErrorEvent::new(message, false))
+    }
+}
+
 /// The streaming response: headers go out at once, then one frame per event. The stream ends
-/// after a terminal event, or with an `error` event at the deadline or on server shutdown.
-pub fn response<S>(events: S, limits: StreamLimits) -> Response
+/// after a terminal event, or with the front door's error event at the deadline or on server
+/// shutdown.
+pub fn response<S, F>(events: S, limits: StreamLimits) -> Response
 where
-    S: Stream<Item = StreamEvent> + Send + 'static,
+    S: Stream<Item = F> + Send + 'static,
+    F: Frame + Send + 'static,
 {
     let frames = async_stream::stream! {
         let mut events = std::pin::pin!(events);
@@ -86,17 +110,15 @@ where
             let next = tokio::select! {
                 biased;
                 () = &mut closing => {
-                    yield Ok::<Bytes, Infallible>(encode(&StreamEvent::Error(ErrorEvent::new(
+                    yield Ok::<Bytes, Infallible>(F::cut_short(
                         "The server is shutting down: this stream was ended before the answer was complete. Send the request again.".into(),
-                        false,
-                    ))));
+                    ).frame());
                     break;
                 }
                 () = &mut deadline => {
-                    yield Ok(encode(&StreamEvent::Error(ErrorEvent::new(
+                    yield Ok(F::cut_short(
                         format!("The request exceeded its deadline of {} s (server.request_deadline_secs)", limits.deadline.as_secs_f64()),
-                        false,
-                    ))));
+                    ).frame());
                     break;
                 }
                 next = events.next() => next,
@@ -107,7 +129,7 @@ where
             };
             let Some(event) = next else { break };
             let terminal = event.is_terminal();
-            yield Ok(encode(&event));
+            yield Ok(event.frame());
             if terminal {
                 break;
             }

@@ -9,6 +9,7 @@ mod webhook_receiver;
 // The tests, one module per concern.
 mod admin_reload;
 mod agent_limits;
+mod agui;
 mod api_model;
 mod approval_binding;
 mod approvals;
