@@ -3,6 +3,7 @@
 //! writes them); only the operations (paths, status codes, headers) are written by hand, in
 //! [`paths`].
 
+mod agui_paths;
 mod check_paths;
 mod conversation_paths;
 mod paths;
@@ -258,6 +259,7 @@ fn build() -> Value {
         reload: r("ReloadResponse"),
     };
     check_paths::add(&mut doc, &checks);
+    agui_paths::add(&mut doc);
     doc
 }
 
