@@ -600,3 +600,29 @@ async fn headlamp_s_probe_of_the_root_finds_the_server_alive() {
         resp.status()
     );
 }
+
+#[tokio::test]
+async fn a_secret_the_model_writes_is_masked_everywhere_and_its_approval_never_runs() {
+    let app = spawn_app_with("[security]\nsecrets = [\"s3cr3t-value-123\"]\n").await;
+    let dir = crate::helpers::tool_writable_dir("agui-approvals");
+    let command = format!("{} # s3cr3t-value-123", touch(&dir));
+    app.llm
+        .push(Step::tool("risky", "bash", json!({"command": command})));
+    let mut messages = vec![user("fix it")];
+    let events = run(&app, &input(&messages)).await;
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(!text.contains("s3cr3t-value-123"), "{text}");
+    let interrupt = events.last().unwrap()["outcome"]["interrupts"][0].clone();
+    apply(&mut messages, &events);
+    app.llm.push(Step::text("Not run."));
+    let events = run(&app, &resume(&messages, &interrupt["id"], "resolved", None)).await;
+    let result = find(&events, "TOOL_CALL_RESULT")[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(result.contains("hold a secret"), "{result}");
+    assert!(
+        !dir.join("agui-approved").exists(),
+        "what was approved is not what was written"
+    );
+}
