@@ -1,5 +1,5 @@
-//! AG-UI at `POST /api/agui/chat`: the event stream, approvals as interrupts (signed ids,
-//! resumed approved, cancelled, forged), frontend tools, context, failures and bad input. The
+//! AG-UI at `POST /api/agui/chat`: the event stream, frontend tools, context, failures and bad
+//! input (approvals: `agui_approvals.rs`). The
 //! client side of a conversation is rebuilt here from the events as AG-UI clients do, and
 //! sent back on the next run; `tests/browser/agui.test.mjs` does the same with `@ag-ui/client`.
 
@@ -10,12 +10,12 @@ use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 use eventsource_stream::Eventsource;
 use fake_llm::Step;
 
-async fn post(app: &TestApp, body: &Value) -> reqwest::Response {
+pub(crate) async fn post(app: &TestApp, body: &Value) -> reqwest::Response {
     app.post_raw("/api/agui/chat", body.to_string()).await
 }
 
 /// Every event of a run, in order; the stream must end after its terminal event.
-async fn run(app: &TestApp, body: &Value) -> Vec<Value> {
+pub(crate) async fn run(app: &TestApp, body: &Value) -> Vec<Value> {
     let resp = post(app, body).await;
     assert_eq!(resp.status(), 200, "AG-UI status");
     assert!(
@@ -37,13 +37,13 @@ async fn run(app: &TestApp, body: &Value) -> Vec<Value> {
     events
 }
 
-fn types(events: &[Value]) -> Vec<&str> {
+pub(crate) fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
 
 /// The protocol's rules for one run: RUN_STARTED first, one terminal event last, every
 /// content and end inside its start, nothing open at RUN_FINISHED, no null field anywhere.
-fn check_sequence(events: &[Value]) {
+pub(crate) fn check_sequence(events: &[Value]) {
     assert_eq!(events[0]["type"], "RUN_STARTED", "{events:?}");
     let mut open = std::collections::HashSet::new();
     for (i, e) in events.iter().enumerate() {
@@ -83,7 +83,7 @@ fn check_sequence(events: &[Value]) {
 }
 
 /// What an AG-UI client keeps of a run: its messages rebuilt from the events.
-fn apply(messages: &mut Vec<Value>, events: &[Value]) {
+pub(crate) fn apply(messages: &mut Vec<Value>, events: &[Value]) {
     for e in events {
         match e["type"].as_str().unwrap() {
             "TEXT_MESSAGE_START" => {
@@ -153,16 +153,16 @@ fn apply(messages: &mut Vec<Value>, events: &[Value]) {
     }
 }
 
-fn input(messages: &[Value]) -> Value {
+pub(crate) fn input(messages: &[Value]) -> Value {
     json!({"threadId": "thread-1", "runId": uuid::Uuid::new_v4().to_string(), "messages": messages,
            "tools": [], "context": [], "state": {}, "forwardedProps": {}})
 }
 
-fn user(text: &str) -> Value {
+pub(crate) fn user(text: &str) -> Value {
     json!({"id": uuid::Uuid::new_v4().to_string(), "role": "user", "content": text})
 }
 
-fn find<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+pub(crate) fn find<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == t).collect()
 }
 
@@ -271,174 +271,6 @@ async fn a_backend_tool_call_streams_its_call_and_its_result() {
     let result_at = t.iter().position(|t| *t == "TOOL_CALL_RESULT").unwrap();
     assert!(t.iter().position(|t| *t == "TOOL_CALL_END").unwrap() < result_at);
     assert!(t.iter().rposition(|t| *t == "TEXT_MESSAGE_START").unwrap() > result_at);
-}
-
-fn touch(dir: &std::path::Path) -> String {
-    format!("touch {}/agui-approved", dir.display())
-}
-
-/// Run 1: the model asks for a command that needs approval. Returns the client's messages
-/// and the interrupt.
-async fn interrupted(app: &TestApp, command: &str) -> (Vec<Value>, Value) {
-    app.llm
-        .push(Step::tool("risky", "bash", json!({"command": command})));
-    let mut messages = vec![user("fix it")];
-    let events = run(app, &input(&messages)).await;
-    let end = events.last().unwrap();
-    assert_eq!(end["type"], "RUN_FINISHED");
-    assert_eq!(end["outcome"]["type"], "interrupt", "{end}");
-    let interrupts = end["outcome"]["interrupts"].as_array().unwrap();
-    assert_eq!(interrupts.len(), 1);
-    let interrupt = interrupts[0].clone();
-    assert_eq!(interrupt["toolCallId"], "risky");
-    assert_eq!(interrupt["reason"], "tool_approval");
-    assert_eq!(interrupt["metadata"]["command"], command);
-    assert_eq!(interrupt["metadata"]["toolName"], "bash");
-    assert!(interrupt["expiresAt"].as_str().unwrap().ends_with('Z'));
-    assert!(
-        find(&events, "TOOL_CALL_RESULT").is_empty(),
-        "nothing ran: {events:?}"
-    );
-    apply(&mut messages, &events);
-    (messages, interrupt)
-}
-
-fn resume(messages: &[Value], interrupt_id: &Value, status: &str, payload: Option<Value>) -> Value {
-    let mut body = input(messages);
-    let mut entry = json!({"interruptId": interrupt_id, "status": status});
-    if let Some(p) = payload {
-        entry["payload"] = p;
-    }
-    body["resume"] = json!([entry]);
-    body
-}
-
-#[tokio::test]
-async fn an_approval_is_an_interrupt_and_resolving_it_runs_the_command() {
-    let app = spawn_app().await;
-    let dir = crate::helpers::tool_writable_dir("agui-approvals");
-    let (messages, interrupt) = interrupted(&app, &touch(&dir)).await;
-    assert!(!dir.join("agui-approved").exists());
-    app.llm.push(Step::text("Fixed."));
-    let events = run(&app, &resume(&messages, &interrupt["id"], "resolved", None)).await;
-    assert!(
-        dir.join("agui-approved").exists(),
-        "the approved command ran"
-    );
-    let result = find(&events, "TOOL_CALL_RESULT")[0];
-    assert_eq!(result["toolCallId"], "risky");
-    assert!(
-        find(&events, "TOOL_CALL_START").is_empty(),
-        "the call is not sent again"
-    );
-    assert_eq!(
-        events.last().unwrap()["outcome"],
-        json!({"type": "success"})
-    );
-    // The model saw the call's result after its call, then answered.
-    let roles: Vec<String> = app
-        .llm_messages(1)
-        .iter()
-        .map(|m| m["role"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(roles, ["system", "user", "assistant", "tool"]);
-}
-
-#[tokio::test]
-async fn cancelling_or_resolving_with_a_no_denies_the_call() {
-    for (status, payload) in [
-        ("cancelled", None),
-        (
-            "resolved",
-            Some(json!({"approved": false, "feedback": "not in prod"})),
-        ),
-    ] {
-        let app = spawn_app().await;
-        let dir = crate::helpers::tool_writable_dir("agui-approvals");
-        let (messages, interrupt) = interrupted(&app, &touch(&dir)).await;
-        app.llm.push(Step::text("Understood."));
-        let events = run(
-            &app,
-            &resume(&messages, &interrupt["id"], status, payload.clone()),
-        )
-        .await;
-        assert!(!dir.join("agui-approved").exists(), "{status}: nothing ran");
-        let result = find(&events, "TOOL_CALL_RESULT")[0]["content"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        assert!(result.contains("denied"), "{result}");
-        if payload.is_some() {
-            assert!(result.contains("not in prod"), "{result}");
-        }
-        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
-    }
-}
-
-#[tokio::test]
-async fn a_forged_or_altered_interrupt_id_never_runs_the_command() {
-    let app = spawn_app().await;
-    let dir = crate::helpers::tool_writable_dir("agui-approvals");
-    let (messages, interrupt) = interrupted(&app, &touch(&dir)).await;
-    let id = interrupt["id"].as_str().unwrap();
-    // The signature's last characters changed: refused, the model reads why.
-    let mut forged = id[..id.len() - 2].to_owned();
-    forged.push_str(if id.ends_with("AA") { "BB" } else { "AA" });
-    app.llm.push(Step::text("I could not run it."));
-    let events = run(&app, &resume(&messages, &json!(forged), "resolved", None)).await;
-    let result = find(&events, "TOOL_CALL_RESULT")[0]["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(
-        result.contains("Approval token validation failed"),
-        "{result}"
-    );
-    assert!(!dir.join("agui-approved").exists());
-
-    // The command changed in the client's messages: the token no longer matches it.
-    let mut altered = messages.clone();
-    for m in &mut altered {
-        if let Some(calls) = m["toolCalls"].as_array_mut() {
-            calls[0]["function"]["arguments"] =
-                json!(json!({"command": "rm -rf /tmp/x"}).to_string());
-        }
-    }
-    app.llm.push(Step::text("Not run."));
-    let events = run(&app, &resume(&altered, &interrupt["id"], "resolved", None)).await;
-    assert!(
-        find(&events, "TOOL_CALL_RESULT")[0]["content"]
-            .as_str()
-            .unwrap()
-            .contains("validation failed")
-    );
-
-    // The history before the call changed: the id was issued for another conversation.
-    let mut moved = messages.clone();
-    moved[0]["content"] = json!("something else entirely");
-    let resp = post(&app, &resume(&moved, &interrupt["id"], "resolved", None)).await;
-    assert_eq!(resp.status(), 400);
-    let body: Value = resp.json().await.unwrap();
-    assert!(
-        body["detail"]
-            .as_str()
-            .unwrap()
-            .contains("different conversation"),
-        "{body}"
-    );
-
-    // An id naming a call that is not there, and one that is not an id at all.
-    let other = id.replacen(id.split('.').next().unwrap(), "b3RoZXI", 1);
-    for (bad, says) in [
-        (other.as_str(), "'other'"),
-        ("garbage", "not an interrupt id"),
-    ] {
-        let resp = post(&app, &resume(&messages, &json!(bad), "resolved", None)).await;
-        assert_eq!(resp.status(), 400);
-        let body: Value = resp.json().await.unwrap();
-        assert!(body["detail"].as_str().unwrap().contains(says), "{body}");
-    }
-    assert!(!dir.join("agui-approved").exists());
 }
 
 #[tokio::test]
@@ -598,31 +430,5 @@ async fn headlamp_s_probe_of_the_root_finds_the_server_alive() {
         [401, 405].contains(&resp.status().as_u16()),
         "{}",
         resp.status()
-    );
-}
-
-#[tokio::test]
-async fn a_secret_the_model_writes_is_masked_everywhere_and_its_approval_never_runs() {
-    let app = spawn_app_with("[security]\nsecrets = [\"s3cr3t-value-123\"]\n").await;
-    let dir = crate::helpers::tool_writable_dir("agui-approvals");
-    let command = format!("{} # s3cr3t-value-123", touch(&dir));
-    app.llm
-        .push(Step::tool("risky", "bash", json!({"command": command})));
-    let mut messages = vec![user("fix it")];
-    let events = run(&app, &input(&messages)).await;
-    let text = serde_json::to_string(&events).unwrap();
-    assert!(!text.contains("s3cr3t-value-123"), "{text}");
-    let interrupt = events.last().unwrap()["outcome"]["interrupts"][0].clone();
-    apply(&mut messages, &events);
-    app.llm.push(Step::text("Not run."));
-    let events = run(&app, &resume(&messages, &interrupt["id"], "resolved", None)).await;
-    let result = find(&events, "TOOL_CALL_RESULT")[0]["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(result.contains("hold a secret"), "{result}");
-    assert!(
-        !dir.join("agui-approved").exists(),
-        "what was approved is not what was written"
     );
 }

@@ -10,6 +10,7 @@ mod webhook_receiver;
 mod admin_reload;
 mod agent_limits;
 mod agui;
+mod agui_approvals;
 mod api_model;
 mod approval_binding;
 mod approvals;
