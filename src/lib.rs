@@ -8,6 +8,7 @@
 
 pub mod a2a;
 pub mod agent;
+pub mod agui;
 pub mod checks;
 pub mod cli;
 pub mod config;

@@ -11,7 +11,7 @@ mod render;
 
 use std::sync::Arc;
 
-use crate::agent::{CurrentAgent, RunError};
+use crate::agent::{CurrentAgent, Run, RunError};
 use crate::wire::{ChatRequest, FollowUpAction};
 
 pub use approvals::{ApprovalSigner, TokenError, conversation_digest};
@@ -53,5 +53,21 @@ impl StatelessChat {
             follow_up_actions,
             request_id,
         ))
+    }
+
+    /// Starts a request's run for another stateless front door (AG-UI) that renders each
+    /// event itself: the same preparation as `start` (pending approvals verified with this
+    /// server's signer), the run's events raw, history events included.
+    pub fn start_events(&self, request: ChatRequest, meta: RequestMeta) -> Result<Run, RunError> {
+        let prepared = prepare::prepare(&self.signer, request, meta)?;
+        self.serving
+            .current()
+            .start(&prepared.config, prepared.state, prepared.input)
+    }
+
+    /// The signer of this door's approval tokens, for a door that hands them out in its own
+    /// shape (AG-UI interrupt ids carry them).
+    pub fn signer(&self) -> Arc<ApprovalSigner> {
+        self.signer.clone()
     }
 }

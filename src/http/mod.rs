@@ -4,6 +4,7 @@
 
 mod a2a;
 pub mod admin;
+mod agui;
 pub mod auth;
 pub mod body;
 pub mod capacity;
@@ -115,6 +116,7 @@ pub fn router(state: AppState) -> Router {
     let cors = cors_layer(&state.cors_allowed_origins);
     let router = Router::new()
         .route("/api/chat", post(chat::chat))
+        .route("/api/agui/chat", post(agui::chat))
         .route("/api/model", get(models))
         .route("/api/checks/execute", post(checks::execute))
         .route("/api/admin/reload", post(admin::reload_all))

@@ -59,25 +59,47 @@ pub struct StreamLimits {
     pub shutdown: Option<ShutdownWatch>,
 }
 
+/// An event of a front door that streams: its frame, whether the stream ends after it, and
+/// the event that ends a stream cut short (the deadline, the server shutting down).
+pub trait Frame: Sized {
+    fn frame(&self) -> Bytes;
+    fn is_terminal(&self) -> bool;
+    fn cut_short(message: String) -> Self;
+}
+
+impl Frame for StreamEvent {
+    fn frame(&self) -> Bytes {
+        encode(self)
+    }
+
+    fn is_terminal(&self) -> bool {
+        StreamEvent::is_terminal(self)
+    }
+
+    fn cut_short(message: String) -> Self {
+        StreamEvent::Error(ErrorEvent::new(message, false))
+    }
+}
+
 /// The streaming response: headers go out at once, then one frame per event. The stream ends
-/// after a terminal event, or with an `error` event at the deadline or on server shutdown.
-pub fn response<S>(events: S, limits: StreamLimits) -> Response
+/// after a terminal event, or with the front door's error event at the deadline or on server
+/// shutdown.
+pub fn response<S, F>(events: S, limits: StreamLimits) -> Response
 where
-    S: Stream<Item = StreamEvent> + Send + 'static,
+    S: Stream<Item = F> + Send + 'static,
+    F: Frame + Send + 'static,
 {
     let frames = async_stream::stream! {
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
             let terminal = event.is_terminal();
-            yield encode(&event);
+            yield event.frame();
             if terminal {
                 break;
             }
         }
     };
-    frames_response(frames, limits, |message| {
-        encode(&StreamEvent::Error(ErrorEvent::new(message, false)))
-    })
+    frames_response(frames, limits, |message| F::cut_short(message).frame())
 }
 
 /// A stream of encoded frames as the response, for every SSE door: keep-alive comments in

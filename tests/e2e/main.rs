@@ -11,6 +11,8 @@ mod a2a;
 mod a2a_client;
 mod admin_reload;
 mod agent_limits;
+mod agui;
+mod agui_approvals;
 mod api_model;
 mod approval_binding;
 mod approvals;

@@ -4,6 +4,7 @@
 //! [`paths`].
 
 mod a2a_paths;
+mod agui_paths;
 mod check_paths;
 mod conversation_paths;
 mod mcp_paths;
@@ -264,6 +265,7 @@ fn build() -> Value {
     mcp_paths::add(&mut doc);
     openai_paths::add(&mut doc);
     a2a_paths::add(&mut doc);
+    agui_paths::add(&mut doc);
     doc
 }
 
