@@ -173,10 +173,10 @@ async fn a_secret_spelled_with_escapes_is_masked_as_a_client_decodes_it() {
     let decoded: Vec<Value> = serde_json::from_str(&history).unwrap();
     assert!(!format!("{decoded:?}").contains(SECRET), "{history}");
     for message in &decoded {
-        if let Some(text) = message["content"].as_str() {
-            if let Ok(inner) = serde_json::from_str::<Value>(text) {
-                assert!(!inner.to_string().contains(SECRET), "{text}");
-            }
+        if let Some(text) = message["content"].as_str()
+            && let Ok(inner) = serde_json::from_str::<Value>(text)
+        {
+            assert!(!inner.to_string().contains(SECRET), "{text}");
         }
     }
 }
