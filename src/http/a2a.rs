@@ -29,11 +29,17 @@ pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 /// The header (and query parameter) naming the protocol version a client speaks.
 const VERSION: &str = "a2a-version";
 
-pub async fn card(State(state): State<AppState>, headers: HeaderMap) -> Json<Value> {
-    Json(crate::a2a::card(
-        &base_url(&headers),
-        state.api_keys.enabled(),
-    ))
+/// The card names the URL it was reached at, so a shared cache must key it on what that URL
+/// is read from: else one client's spoofed `X-Forwarded-Proto: http` is served to the next,
+/// who then sends its key in the clear.
+pub async fn card(State(state): State<AppState>, headers: HeaderMap) -> impl IntoResponse {
+    (
+        [(header::VARY, "host, x-forwarded-proto")],
+        Json(crate::a2a::card(
+            &base_url(&headers),
+            state.api_keys.enabled(),
+        )),
+    )
 }
 
 pub async fn rpc(
