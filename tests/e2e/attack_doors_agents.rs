@@ -710,3 +710,41 @@ async fn mcp_tools_refuse_wrong_types_guessed_ids_and_odd_tokens() {
     // Only the well-formed investigations reached the model.
     assert!(app.llm.request_count() <= 6, "{}", app.llm.request_count());
 }
+
+#[tokio::test]
+#[ignore = "finding: SubscribeToTask / SendStreamingMessage follow the task until it settles \
+    (src/a2a/follow.rs `follow`, src/http/a2a.rs `stream`: only shutdown ends it), never at \
+    server.request_deadline_secs as /api/chat's SSE does (src/http/sse.rs): a task whose run \
+    never settles holds the connection open with keep-alives for as long as the run lasts. \
+    /api/conversations/{id}/stream behaves the same, so whether a door stream is cut at the \
+    deadline (the client then resubscribes) is the lead's call"]
+async fn a_stream_on_a_task_that_does_not_end_is_bounded() {
+    let app =
+        spawn_app_with("[server]\nrequest_deadline_secs = 2\nkeepalive_interval_secs = 1\n").await;
+    app.llm.push(Step::Drip {
+        piece: "x".into(),
+        times: 600,
+        interval: Duration::from_millis(100),
+    });
+    let message = json!({"message": user("forever"), "configuration": {"returnImmediately": true}});
+    let body = a2a(&app, "SendMessage", message).await;
+    let id = body["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let resp = app
+        .client
+        .post(app.url("/a2a"))
+        .header("a2a-version", "1.0")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": id}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(15), resp.text()).await;
+    let _ = a2a(&app, "CancelTask", json!({"id": id})).await;
+    assert!(
+        ended.is_ok(),
+        "the stream was still open after {:?} with a 2 s deadline",
+        started.elapsed()
+    );
+}
