@@ -351,7 +351,7 @@ async fn waiting_task(app: &TestApp, call: &str, file: &std::path::Path) -> Stri
     let command = format!("touch {}", file.display());
     app.llm
         .push(Step::tool(call, "bash", json!({"command": command})));
-    let body = a2a(&app, "SendMessage", json!({"message": user("touch it")})).await;
+    let body = a2a(app, "SendMessage", json!({"message": user("touch it")})).await;
     let task = &body["result"]["task"];
     assert_eq!(
         task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
@@ -622,8 +622,7 @@ async fn mcp_tools_refuse_wrong_types_guessed_ids_and_odd_tokens() {
                 .lines()
                 .filter_map(|l| l.strip_prefix("data:"))
                 .map(str::trim)
-                .filter(|d| !d.is_empty())
-                .last()
+                .rfind(|d| !d.is_empty())
                 .map_or_else(|| text.clone(), str::to_owned);
             let value: Value =
                 serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {text}"));
