@@ -321,8 +321,7 @@ async fn ask(
             String::from_utf8_lossy(&data[..data.len().min(300)])
         ));
     }
-    let complete =
-        memchr_find(&data, door.done(stream)) && !memchr_find(&data, b"event: error\n");
+    let complete = memchr_find(&data, door.done(stream)) && !memchr_find(&data, b"event: error\n");
     if !complete {
         return Err(format!(
             "incomplete answer: {}",

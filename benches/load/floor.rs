@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use super::doors::{self, Door};
 use super::{
-    Child, Conn, FakeLlm, TempFile, ask, binary, chat_body, direct, free_port, micros, pct,
-    sorted, spawn_binary, wait_ready,
+    Child, Conn, FakeLlm, TempFile, ask, binary, chat_body, direct, free_port, micros, pct, sorted,
+    spawn_binary, wait_ready,
 };
 
 struct Kind {
@@ -53,14 +53,56 @@ const KINDS: &[Kind] = &[
     kind("JSON, one tool", &doors::API_CHAT, "fast", false, 2, None),
     kind("SSE, one tool", &doors::API_CHAT, "fast", true, 2, None),
     kind("AG-UI", &doors::AGUI, "answer", true, 1, Some("SSE")),
-    kind("OpenAI chat JSON", &doors::CHAT_COMPLETIONS, "answer", false, 1, Some("JSON")),
-    kind("OpenAI chat SSE", &doors::CHAT_COMPLETIONS, "answer", true, 1, Some("SSE")),
-    kind("Responses JSON", &doors::RESPONSES, "answer", false, 1, Some("JSON")),
-    kind("Responses SSE", &doors::RESPONSES, "answer", true, 1, Some("SSE")),
-    kind("MCP investigate", &doors::MCP, "answer", false, 1, Some("JSON")),
+    kind(
+        "OpenAI chat JSON",
+        &doors::CHAT_COMPLETIONS,
+        "answer",
+        false,
+        1,
+        Some("JSON"),
+    ),
+    kind(
+        "OpenAI chat SSE",
+        &doors::CHAT_COMPLETIONS,
+        "answer",
+        true,
+        1,
+        Some("SSE"),
+    ),
+    kind(
+        "Responses JSON",
+        &doors::RESPONSES,
+        "answer",
+        false,
+        1,
+        Some("JSON"),
+    ),
+    kind(
+        "Responses SSE",
+        &doors::RESPONSES,
+        "answer",
+        true,
+        1,
+        Some("SSE"),
+    ),
+    kind(
+        "MCP investigate",
+        &doors::MCP,
+        "answer",
+        false,
+        1,
+        Some("JSON"),
+    ),
     // A server-side conversation on the default model (tool call, then the answer): against
     // /api/chat's one-tool kind, so the ratio includes what the conversation store costs.
-    kind("A2A SendMessage", &doors::A2A, "fast", false, 2, Some("JSON, one tool")),
+    kind(
+        "A2A SendMessage",
+        &doors::A2A,
+        "fast",
+        false,
+        2,
+        Some("JSON, one tool"),
+    ),
 ];
 
 /// utime + stime of a process, in clock ticks.
@@ -386,7 +428,11 @@ pub async fn floor(fake: &FakeLlm, quick: bool, kinds: Option<&[String]>) -> Val
         let llm = capture(fake, triage.addr, k.door, &body, stream).await;
         let mut row = json!({"kind": label, "path": k.door.path, "llm_calls": llm_calls, "llm_request_bytes": llm.iter().map(Bytes::len).collect::<Vec<_>>()});
         // The proxy relays /api/chat's answer only: an adapter's kind is triage alone.
-        let measured = if k.baseline.is_none() { &targets[..] } else { &targets[..1] };
+        let measured = if k.baseline.is_none() {
+            &targets[..]
+        } else {
+            &targets[..1]
+        };
         for t in measured {
             eprintln!("[load] floor: {label}, {} at concurrency 1…", t.name);
             row[t.name]["c1"] = paired(t, fake.addr(), k.door, &body, stream, &llm, c1).await;
