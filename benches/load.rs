@@ -42,6 +42,8 @@ use fake_llm::{FakeLlm, Step};
 use triage::config::Settings;
 use triage::startup::Application;
 
+#[path = "load/doors.rs"]
+mod doors;
 #[path = "load/floor.rs"]
 mod floor;
 #[path = "load/proxy.rs"]
@@ -246,17 +248,29 @@ impl Conn {
         path: &str,
         body: Bytes,
     ) -> Result<Response<Incoming>, String> {
+        self.send_with(method, path, &[], body).await
+    }
+
+    async fn send_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<Response<Incoming>, String> {
         self.sender
             .ready()
             .await
             .map_err(|e| format!("connection: {e}"))?;
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(method)
             .uri(path)
             .header("host", "127.0.0.1")
-            .header("content-type", "application/json")
-            .body(Full::new(body))
-            .map_err(|e| e.to_string())?;
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
         self.sender
             .send_request(req)
             .await
@@ -272,10 +286,22 @@ struct ChatTiming {
     first_byte: Duration,
 }
 
-/// Sends one chat request and reads the whole answer; checks that it is a complete answer.
+/// Sends one `/api/chat` request and reads the whole answer; checks that it is complete.
 async fn chat(conn: &mut Conn, body: &Bytes, stream: bool) -> Result<ChatTiming, String> {
+    ask(conn, &doors::API_CHAT, body, stream).await
+}
+
+/// Sends one request to `door` and reads the whole answer; checks that it is complete.
+async fn ask(
+    conn: &mut Conn,
+    door: &doors::Door,
+    body: &Bytes,
+    stream: bool,
+) -> Result<ChatTiming, String> {
     let t0 = Instant::now();
-    let resp = conn.send("POST", "/api/chat", body.clone()).await?;
+    let resp = conn
+        .send_with("POST", door.path, door.headers, body.clone())
+        .await?;
     let headers = t0.elapsed();
     let status = resp.status();
     let mut body = resp.into_body();
@@ -295,11 +321,7 @@ async fn chat(conn: &mut Conn, body: &Bytes, stream: bool) -> Result<ChatTiming,
             String::from_utf8_lossy(&data[..data.len().min(300)])
         ));
     }
-    let complete = if stream {
-        memchr_find(&data, b"event: ai_answer_end\n") && !memchr_find(&data, b"event: error\n")
-    } else {
-        memchr_find(&data, b"\"analysis\":\"The api pod restarts")
-    };
+    let complete = memchr_find(&data, door.done(stream)) && !memchr_find(&data, b"event: error\n");
     if !complete {
         return Err(format!(
             "incomplete answer: {}",
@@ -332,14 +354,7 @@ async fn direct(conn: &mut Conn, bodies: &[Bytes]) -> Result<Duration, String> {
 }
 
 fn chat_body(stream: bool, model: &str) -> Bytes {
-    Bytes::from(
-        json!({
-            "ask": "Why is the api pod in namespace prod restarting every few minutes?",
-            "model": model,
-            "stream": stream,
-        })
-        .to_string(),
-    )
+    doors::API_CHAT.body(model, stream)
 }
 
 // ---------------------------------------------------------------------------------------------

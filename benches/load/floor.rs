@@ -11,17 +11,98 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::doors::{self, Door};
 use super::{
-    Child, Conn, FakeLlm, TempFile, binary, chat, chat_body, direct, free_port, micros, pct,
-    sorted, spawn_binary, wait_ready,
+    Child, Conn, FakeLlm, TempFile, ask, binary, chat_body, direct, free_port, micros, pct, sorted,
+    spawn_binary, wait_ready,
 };
 
-/// (label, model key, stream, LLM calls per request).
-const KINDS: &[(&str, &str, bool, u32)] = &[
-    ("JSON", "answer", false, 1),
-    ("SSE", "answer", true, 1),
-    ("JSON, one tool", "fast", false, 2),
-    ("SSE, one tool", "fast", true, 2),
+struct Kind {
+    label: &'static str,
+    door: &'static Door,
+    model: &'static str,
+    stream: bool,
+    llm_calls: u32,
+    /// The `/api/chat` kind an adapter's kind is compared with (issue 37: an adapter adds at
+    /// most 10 % CPU per request); `None` for `/api/chat`'s own kinds, measured against the
+    /// bare proxy instead.
+    baseline: Option<&'static str>,
+}
+
+const fn kind(
+    label: &'static str,
+    door: &'static Door,
+    model: &'static str,
+    stream: bool,
+    llm_calls: u32,
+    baseline: Option<&'static str>,
+) -> Kind {
+    Kind {
+        label,
+        door,
+        model,
+        stream,
+        llm_calls,
+        baseline,
+    }
+}
+
+const KINDS: &[Kind] = &[
+    kind("JSON", &doors::API_CHAT, "answer", false, 1, None),
+    kind("SSE", &doors::API_CHAT, "answer", true, 1, None),
+    kind("JSON, one tool", &doors::API_CHAT, "fast", false, 2, None),
+    kind("SSE, one tool", &doors::API_CHAT, "fast", true, 2, None),
+    kind("AG-UI", &doors::AGUI, "answer", true, 1, Some("SSE")),
+    kind(
+        "OpenAI chat JSON",
+        &doors::CHAT_COMPLETIONS,
+        "answer",
+        false,
+        1,
+        Some("JSON"),
+    ),
+    kind(
+        "OpenAI chat SSE",
+        &doors::CHAT_COMPLETIONS,
+        "answer",
+        true,
+        1,
+        Some("SSE"),
+    ),
+    kind(
+        "Responses JSON",
+        &doors::RESPONSES,
+        "answer",
+        false,
+        1,
+        Some("JSON"),
+    ),
+    kind(
+        "Responses SSE",
+        &doors::RESPONSES,
+        "answer",
+        true,
+        1,
+        Some("SSE"),
+    ),
+    kind(
+        "MCP investigate",
+        &doors::MCP,
+        "answer",
+        false,
+        1,
+        Some("JSON"),
+    ),
+    // A server-side conversation on the default model (tool call, then the answer): against
+    // /api/chat's one-tool kind, so the ratio includes what the conversation store costs.
+    kind(
+        "A2A SendMessage",
+        &doors::A2A,
+        "fast",
+        false,
+        2,
+        Some("JSON, one tool"),
+    ),
 ];
 
 /// utime + stime of a process, in clock ticks.
@@ -117,13 +198,19 @@ async fn spawn_proxy(
 }
 
 /// The LLM request bodies triage sends for one request of this kind.
-async fn capture(fake: &FakeLlm, triage: SocketAddr, body: &Bytes, stream: bool) -> Vec<Bytes> {
+async fn capture(
+    fake: &FakeLlm,
+    triage: SocketAddr,
+    door: &Door,
+    body: &Bytes,
+    stream: bool,
+) -> Vec<Bytes> {
     let mut conn = Conn::open(triage).await.expect("connect triage");
     fake.keep_requests(true);
     let _ = fake.take_raw_requests();
-    chat(&mut conn, body, stream)
+    ask(&mut conn, door, body, stream)
         .await
-        .expect("capture request");
+        .unwrap_or_else(|e| panic!("capture request on {}: {e}", door.path));
     fake.keep_requests(false);
     fake.take_raw_requests()
 }
@@ -146,6 +233,7 @@ fn callgrind(t: &Target, what: &str) {
 async fn paired(
     t: &Target,
     fake: SocketAddr,
+    door: &Door,
     body: &Bytes,
     stream: bool,
     llm: &[Bytes],
@@ -154,7 +242,7 @@ async fn paired(
     let mut conn = Conn::open(t.addr).await.expect("connect");
     let mut fake_conn = Conn::open(fake).await.expect("connect fake");
     for _ in 0..100 {
-        let _ = chat(&mut conn, body, stream).await;
+        let _ = ask(&mut conn, door, body, stream).await;
         let _ = direct(&mut fake_conn, llm).await;
     }
     let (mut through, mut added, mut errors) = (Vec::new(), Vec::new(), 0u64);
@@ -168,11 +256,11 @@ async fn paired(
     while t0.elapsed() < window || (through.len() < min_requests && errors < 10) {
         i += 1;
         let (r, d) = if i % 2 == 0 {
-            let r = chat(&mut conn, body, stream).await;
+            let r = ask(&mut conn, door, body, stream).await;
             (r, direct(&mut fake_conn, llm).await)
         } else {
             let d = direct(&mut fake_conn, llm).await;
-            (chat(&mut conn, body, stream).await, d)
+            (ask(&mut conn, door, body, stream).await, d)
         };
         match (r, d) {
             (Ok(r), Ok(d)) => {
@@ -198,6 +286,7 @@ async fn paired(
 /// `concurrency` keep-alive connections for `window` after a short warm-up.
 async fn concurrent(
     t: &Target,
+    door: &'static Door,
     body: &Bytes,
     stream: bool,
     concurrency: usize,
@@ -218,7 +307,7 @@ async fn concurrent(
                     if t0 >= end {
                         break;
                     }
-                    let r = chat(&mut conn, &body, stream).await;
+                    let r = ask(&mut conn, door, &body, stream).await;
                     let counted = t0 >= start && Instant::now() <= end;
                     match r {
                         Ok(r) if counted => lat.push(micros(r.total)),
@@ -277,7 +366,7 @@ pub fn chosen_kinds() -> Result<Option<Vec<String>>, String> {
     let Ok(only) = std::env::var("LOAD_BENCH_FLOOR_KINDS") else {
         return Ok(None);
     };
-    let slugs: Vec<String> = KINDS.iter().map(|k| slug(k.0)).collect();
+    let slugs: Vec<String> = KINDS.iter().map(|k| slug(k.label)).collect();
     only.split(',')
         .map(str::trim)
         .filter(|name| !name.is_empty())
@@ -308,7 +397,7 @@ pub async fn floor(fake: &FakeLlm, quick: bool, kinds: Option<&[String]>) -> Val
     };
     let triage: Child = triage;
     let answer_body = chat_body(false, "answer");
-    let template = capture(fake, triage.addr, &answer_body, false).await;
+    let template = capture(fake, triage.addr, &doors::API_CHAT, &answer_body, false).await;
     let (proxy, proxy_addr) = match spawn_proxy(fake.addr(), &template[0]).await {
         Ok(p) => p,
         Err(e) => return json!({"error": format!("proxy: {e}")}),
@@ -333,22 +422,44 @@ pub async fn floor(fake: &FakeLlm, quick: bool, kinds: Option<&[String]>) -> Val
     let load_before = loadavg();
     let mut rows = Vec::new();
     let wanted = |label: &str| kinds.is_none_or(|k| k.contains(&slug(label)));
-    for &(label, model, stream, llm_calls) in KINDS.iter().filter(|k| wanted(k.0)) {
-        let body = chat_body(stream, model);
-        let llm = capture(fake, triage.addr, &body, stream).await;
-        let mut row = json!({"kind": label, "llm_calls": llm_calls, "llm_request_bytes": llm.iter().map(Bytes::len).collect::<Vec<_>>()});
-        for t in &targets {
+    for k in KINDS.iter().filter(|k| wanted(k.label)) {
+        let (label, stream, llm_calls) = (k.label, k.stream, k.llm_calls);
+        let body = k.door.body(k.model, stream);
+        let llm = capture(fake, triage.addr, k.door, &body, stream).await;
+        let mut row = json!({"kind": label, "path": k.door.path, "llm_calls": llm_calls, "llm_request_bytes": llm.iter().map(Bytes::len).collect::<Vec<_>>()});
+        // The proxy relays /api/chat's answer only: an adapter's kind is triage alone.
+        let measured = if k.baseline.is_none() {
+            &targets[..]
+        } else {
+            &targets[..1]
+        };
+        for t in measured {
             eprintln!("[load] floor: {label}, {} at concurrency 1…", t.name);
-            row[t.name]["c1"] = paired(t, fake.addr(), &body, stream, &llm, c1).await;
+            row[t.name]["c1"] = paired(t, fake.addr(), k.door, &body, stream, &llm, c1).await;
         }
-        for t in &targets {
+        for t in measured {
             eprintln!("[load] floor: {label}, {} at concurrency 64…", t.name);
-            row[t.name]["c64"] = concurrent(t, &body, stream, 64, c64).await;
+            row[t.name]["c64"] = concurrent(t, k.door, &body, stream, 64, c64).await;
         }
-        row["cpu_ratio_c1"] = json!(ratio(&row, "c1", "cpu_ms_per_request"));
-        row["cpu_ratio_c64"] = json!(ratio(&row, "c64", "cpu_ms_per_request"));
-        row["added_ratio_c1"] = json!(ratio(&row, "c1", "added_p50_us"));
-        row["p50_ratio_c64"] = json!(ratio(&row, "c64", "p50_us"));
+        if let Some(baseline) = k.baseline {
+            row["baseline"] = json!(baseline);
+            // Filtered out by LOAD_BENCH_FLOOR_KINDS: no ratio.
+            if let Some(base) = rows.iter().find(|r: &&Value| r["kind"] == baseline) {
+                for c in ["c1", "c64"] {
+                    let get = |r: &Value| {
+                        r["triage"][c]["cpu_ms_per_request"]
+                            .as_f64()
+                            .unwrap_or(f64::NAN)
+                    };
+                    row[format!("cpu_vs_api_chat_{c}")] = json!(get(&row) / get(base));
+                }
+            }
+        } else {
+            row["cpu_ratio_c1"] = json!(ratio(&row, "c1", "cpu_ms_per_request"));
+            row["cpu_ratio_c64"] = json!(ratio(&row, "c64", "cpu_ms_per_request"));
+            row["added_ratio_c1"] = json!(ratio(&row, "c1", "added_p50_us"));
+            row["p50_ratio_c64"] = json!(ratio(&row, "c64", "p50_us"));
+        }
         row["triage_added_per_iteration_p50_us"] = json!(
             row["triage"]["c1"]["added_p50_us"]
                 .as_f64()
@@ -377,7 +488,10 @@ pub fn print(r: &Value) {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let f = super::f;
-    for row in r["rows"].as_array().into_iter().flatten() {
+    let rows = r["rows"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let (adapters, api_chat): (Vec<&Value>, Vec<&Value>) =
+        rows.iter().partition(|row| row["baseline"].is_string());
+    for row in api_chat {
         let (t, p) = (&row["triage"], &row["proxy"]);
         println!(
             "| {} | 1 | {} | {} | {} | {} | {} | {} | {} | {} | {} | | | {} | |",
@@ -407,5 +521,32 @@ pub fn print(r: &Value) {
             f(&t["c64"]["switches_per_request"]),
             f(&p["c64"]["switches_per_request"]),
         );
+    }
+    if adapters.is_empty() {
+        return;
+    }
+    println!();
+    println!("## The adapters: triage's CPU per request against /api/chat's (same run)");
+    println!(
+        "| kind | path | against | c | CPU ms/req | × /api/chat | added p50 µs | p50 µs | req/s | errors |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for row in adapters {
+        let t = &row["triage"];
+        for c in ["c1", "c64"] {
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                row["kind"].as_str().unwrap_or(""),
+                row["path"].as_str().unwrap_or(""),
+                row["baseline"].as_str().unwrap_or(""),
+                &c[1..],
+                f(&t[c]["cpu_ms_per_request"]),
+                f(&row[format!("cpu_vs_api_chat_{c}")]),
+                f(&t[c]["added_p50_us"]),
+                f(&t[c]["p50_us"]),
+                f(&t[c]["req_per_s"]),
+                t[c]["errors"].as_u64().unwrap_or(0),
+            );
+        }
     }
 }
