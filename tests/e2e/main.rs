@@ -19,6 +19,7 @@ mod approvals;
 mod architecture;
 mod attack_checks;
 mod attack_conversations;
+mod attack_doors_chat;
 mod bad_input;
 mod bash_policy;
 mod browser_guard;
