@@ -266,7 +266,7 @@ async fn instructions_claiming_approval_do_not_make_a_risky_call_run() {
 async fn image_urls_pointing_inside_are_never_fetched_by_triage() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let internal = format!("http://{}/latest/meta-data", listener.local_addr().unwrap());
-    let app = spawn_app().await;
+    let app = spawn_app_with("[models.fake]\nvision = true\n").await;
     app.llm.push(Step::text("a picture"));
     let body = input(&[json!({"id": "u", "role": "user", "content": [
         {"type": "text", "text": "look"},
@@ -493,4 +493,36 @@ async fn a_foreign_browser_origin_cannot_post_to_either_door() {
         );
     }
     assert_eq!(app.llm.request_count(), 0);
+}
+
+#[tokio::test]
+async fn agui_a_denial_the_server_cannot_read_is_refused_not_taken_as_approval() {
+    let app = spawn_app().await;
+    let dir = tool_writable_dir("attack-doors");
+    for (k, approved) in [json!("false"), json!(0), json!(null), json!("no")]
+        .into_iter()
+        .enumerate()
+    {
+        let file = format!("d{k}");
+        app.llm
+            .push(Step::tool("risky", "bash", json!({"command": touch(&dir, &file)})));
+        let mut messages = vec![user("fix it")];
+        let events = agui_run(&app, &input(&messages)).await;
+        let interrupt = events.last().unwrap()["outcome"]["interrupts"][0].clone();
+        apply(&mut messages, &events);
+        let mut body = input(&messages);
+        body["resume"] = json!([{"interruptId": interrupt["id"], "status": "resolved",
+                                 "payload": {"approved": approved, "feedback": "do not"}}]);
+        app.llm.push(Step::text("ok"));
+        let resp = agui_post(&app, &body).await;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        assert!(
+            !dir.join(&file).exists(),
+            "payload.approved = {approved} ran the command"
+        );
+        assert_eq!(status, 400, "{approved}: {text}");
+        assert!(text.contains("payload.approved"), "{text}");
+        app.llm.reset(Vec::new());
+    }
 }
