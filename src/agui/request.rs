@@ -279,14 +279,20 @@ fn resume_decisions(
                 "resume[{k}]: tool call '{call_id}' is answered twice"
             )));
         }
+        let payload = entry.payload.as_ref();
+        let said = payload.and_then(|p| p.get("approved"));
+        // A denial spelled "false", 0 or null must not read as "not a denial": refused.
+        if let Some(said) = said.filter(|a| !a.is_boolean()) {
+            return Err(RunError::bad_input(format!(
+                "resume[{k}].payload.approved must be true or false, not {said}"
+            )));
+        }
         let token = token.to_owned();
         flag(history, last, &call_id, |call| {
             call.pending_approval = Some(true);
             call.approval_token = Some(token);
         });
-        let payload = entry.payload.as_ref();
-        let approved = entry.status == ResumeStatus::Resolved
-            && payload.and_then(|p| p.get("approved")) != Some(&Value::Bool(false));
+        let approved = entry.status == ResumeStatus::Resolved && said != Some(&Value::Bool(false));
         let feedback = payload
             .and_then(|p| p.get("feedback").or_else(|| p.get("reason")))
             .and_then(Value::as_str)

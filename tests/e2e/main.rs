@@ -20,6 +20,7 @@ mod architecture;
 mod attack_checks;
 mod attack_conversations;
 mod attack_doors_agents;
+mod attack_doors_chat;
 mod bad_input;
 mod bash_policy;
 mod browser_guard;
