@@ -7,7 +7,7 @@ use std::time::Duration;
 use fake_llm::Step;
 use serde_json::{Value, json};
 
-use super::{a2a, a2a_stream, last_state, user};
+use super::{a2a_stream, last_state, user};
 use crate::helpers::{spawn_app, spawn_app_with};
 
 #[tokio::test]
