@@ -67,7 +67,12 @@ pub(super) fn add(doc: &mut Value) {
             "responses": {
                 "200": {"description": "The run's AG-UI events.",
                     "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
-                    "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                    "content": {"text/event-stream": {"schema": {
+                        "title": "AguiStreamEvent",
+                        "description": "One server-sent event: `data: JSON`, an AG-UI event with its `type`. Lines starting with `:` are keep-alive comments.",
+                        "type": "object", "required": ["data"],
+                        "properties": {"data": {"type": "string", "contentMediaType": "application/json"},
+                            "event": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"}}}}}},
                 "400": error("Malformed JSON, an unknown model, nothing to answer, a tool message \
                     for no call, or a resume entry whose interrupt is not a call of the last \
                     assistant message (or was issued for a different conversation); `detail` says which."),
