@@ -7,7 +7,6 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Body;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, header};
@@ -108,15 +107,7 @@ fn stream(
             Ok::<Bytes, Infallible>(frame)
         })
         .take_until(shutdown.closing());
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::HeaderName::from_static("x-accel-buffering"), "no"),
-        ],
-        Body::from_stream(frames),
-    )
-        .into_response()
+    super::sse::event_stream(frames)
 }
 
 fn event(value: &Value) -> Bytes {

@@ -55,14 +55,9 @@ async fn handle(
             )
         })?;
     let run = started?;
-    let limits = StreamLimits {
-        keepalive: state.keepalive,
-        deadline: state.deadline,
-        shutdown: Some(state.shutdown.clone()),
-    };
     Ok(sse::response(
         in_span(run, tracing::Span::current()),
-        limits,
+        StreamLimits::of(&state),
     ))
 }
 

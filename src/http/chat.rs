@@ -79,12 +79,7 @@ async fn handle(
     if stream {
         let events = in_span(run, tracing::Span::current());
         let events = futures::StreamExt::map(events, move |event| with_warnings(event, &warnings));
-        let limits = StreamLimits {
-            keepalive: state.keepalive,
-            deadline: state.deadline,
-            shutdown: Some(state.shutdown.clone()),
-        };
-        return Ok(sse::response(events, limits));
+        return Ok(sse::response(events, StreamLimits::of(&state)));
     }
     let answer = tracing::Instrument::in_current_span(run.collect());
     match tokio::time::timeout(state.deadline, answer).await {

@@ -8,9 +8,8 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use tokio::sync::broadcast::error::RecvError;
@@ -134,15 +133,7 @@ pub async fn stream(
             }
         }
     };
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::HeaderName::from_static("x-accel-buffering"), "no"),
-        ],
-        Body::from_stream(frames),
-    )
-        .into_response()
+    super::sse::event_stream(frames)
 }
 
 /// The next delta of the feed; never resolves without one.

@@ -64,7 +64,7 @@ pub async fn chat_completions(
     let answer = ChatAnswer::new(run, model);
     if streaming {
         let frames = in_span(answer.stream(include_usage), tracing::Span::current());
-        return frames_response(frames, limits(&state), chat_error_frame);
+        return frames_response(frames, StreamLimits::of(&state), chat_error_frame);
     }
     let collected = tracing::Instrument::in_current_span(answer.collect());
     match tokio::time::timeout(state.deadline, collected).await {
@@ -104,7 +104,7 @@ pub async fn responses(
     let answer = ResponsesAnswer::new(run, model, instructions);
     if streaming {
         let frames = in_span(answer.stream(), tracing::Span::current());
-        return frames_response(frames, limits(&state), responses_error_frame);
+        return frames_response(frames, StreamLimits::of(&state), responses_error_frame);
     }
     let collected = tracing::Instrument::in_current_span(answer.collect());
     match tokio::time::timeout(state.deadline, collected).await {
@@ -125,14 +125,6 @@ async fn start(
     count_off_workers(size, move || openai_compat::start(&agent, prepared))
         .await
         .map_err(|e| openai_compat::for_status(500, format!("preparing the request failed: {e}")))?
-}
-
-fn limits(state: &AppState) -> StreamLimits {
-    StreamLimits {
-        keepalive: state.keepalive,
-        deadline: state.deadline,
-        shutdown: Some(state.shutdown.clone()),
-    }
 }
 
 fn deadline_error(state: &AppState) -> OpenAiError {

@@ -59,6 +59,18 @@ pub struct StreamLimits {
     pub shutdown: Option<ShutdownWatch>,
 }
 
+impl StreamLimits {
+    /// A request's stream as the server is set up: its keep-alive, its deadline, its
+    /// shutdown.
+    pub fn of(state: &super::SharedState) -> StreamLimits {
+        StreamLimits {
+            keepalive: state.keepalive,
+            deadline: state.deadline,
+            shutdown: Some(state.shutdown.clone()),
+        }
+    }
+}
+
 /// An event of a front door that streams: its frame, whether the stream ends after it, and
 /// the event that ends a stream cut short (the deadline, the server shutting down).
 pub trait Frame: Sized {
@@ -156,6 +168,14 @@ where
             yield Ok(frame);
         }
     };
+    event_stream(frames)
+}
+
+/// Encoded SSE frames as a response, with the headers every streaming door sends.
+pub fn event_stream<S>(frames: S) -> Response
+where
+    S: Stream<Item = Result<Bytes, Infallible>> + Send + 'static,
+{
     (
         [
             (header::CONTENT_TYPE, "text/event-stream; charset=utf-8"),
