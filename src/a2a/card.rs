@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 pub const PROTOCOL_VERSION: &str = "1.0";
 
 /// The card for a server reached at `base` (`scheme://host[:port]`, no trailing slash);
-/// `keys`: whether API keys are required, and so named as the card's security.
-pub fn card(base: &str, keys: bool) -> Value {
+/// `keys`: whether API keys are required, and so named as the card's security; `push`:
+/// whether clients may add push notification configs.
+pub fn card(base: &str, keys: bool, push: bool) -> Value {
     let mut card = json!({
         "name": "triage",
         "description": "A troubleshooting agent for Kubernetes and the services on it: it \
@@ -23,7 +24,7 @@ pub fn card(base: &str, keys: bool) -> Value {
         }],
         "capabilities": {
             "streaming": true,
-            "pushNotifications": false,
+            "pushNotifications": push,
             "extendedAgentCard": false,
         },
         "defaultInputModes": ["text/plain", "application/json"],

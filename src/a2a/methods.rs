@@ -16,6 +16,7 @@ use super::types::{
     ListTasksRequest, ListTasksResponse, Role, SendMessageRequest, Task, TaskState,
 };
 use crate::agent::{RunErrorKind, Waiting};
+use crate::config::a2a::A2aSettings;
 use crate::conversation_domain::ConversationStatus;
 use crate::conversations::api::{ConfirmationResponse, CreateConversation, SendMessage};
 use crate::conversations::{ConversationError, Conversations};
@@ -32,6 +33,7 @@ const RECHECK: Duration = Duration::from_millis(500);
 #[derive(Clone)]
 pub struct Tasks {
     conversations: Arc<Conversations>,
+    push: Arc<A2aSettings>,
 }
 
 /// A message accepted: the task it went to and how the client wants the answer.
@@ -42,8 +44,24 @@ pub struct Sent {
 }
 
 impl Tasks {
-    pub fn new(conversations: Arc<Conversations>) -> Tasks {
-        Tasks { conversations }
+    pub fn new(conversations: Arc<Conversations>, push: Arc<A2aSettings>) -> Tasks {
+        Tasks {
+            conversations,
+            push,
+        }
+    }
+
+    pub fn push_settings(&self) -> &A2aSettings {
+        &self.push
+    }
+
+    /// Stores a checked push notification config for `task`.
+    pub async fn add_push(
+        &self,
+        task: Uuid,
+        checked: super::push::Checked,
+    ) -> Result<Value, RpcError> {
+        super::push::add(self.conversations.store(), &self.push, task, checked).await
     }
 
     /// `SendMessage` / `SendStreamingMessage`: a new task, the next message of one, or its
@@ -62,9 +80,12 @@ impl Tasks {
             ));
         }
         let configuration = request.configuration.unwrap_or_default();
-        if configuration.task_push_notification_config.is_some() {
-            return Err(push_not_supported());
-        }
+        // Checked before anything is created; stored before the task runs, so that it hears
+        // of every change.
+        let push = configuration
+            .task_push_notification_config
+            .map(|config| super::push::check(&self.push, config, message.task_id.as_deref()))
+            .transpose()?;
         if !accepts_text(&configuration.accepted_output_modes) {
             return Err(RpcError::new(
                 ErrorCode::ContentTypeNotSupported,
@@ -96,6 +117,9 @@ impl Tasks {
                     )
                     .with("taskId", task));
                 }
+                if let Some(push) = push {
+                    self.add_push(id, push).await?;
+                }
                 self.continue_with(id, &row, message).await?;
                 id
             }
@@ -106,14 +130,19 @@ impl Tasks {
                     ))
                 })?;
                 match self.row(id).await? {
-                    Some(row) => self.continue_with(id, &row, message).await?,
+                    Some(row) => {
+                        if let Some(push) = push {
+                            self.add_push(id, push).await?;
+                        }
+                        self.continue_with(id, &row, message).await?
+                    }
                     None => {
-                        self.create(Some(id), message).await?;
+                        self.create(Some(id), message, push).await?;
                     }
                 }
                 id
             }
-            (None, None) => self.create(None, message).await?,
+            (None, None) => self.create(None, message, push).await?,
         };
         Ok(Sent {
             task,
@@ -122,12 +151,38 @@ impl Tasks {
         })
     }
 
+    /// A new task with `message`; with a push config, the config is stored between creating
+    /// the conversation and starting its run.
     async fn create(
         &self,
         id: Option<Uuid>,
         message: &super::types::Message,
+        push: Option<super::push::Checked>,
     ) -> Result<Uuid, RpcError> {
         let content = text_of(message)?;
+        if let Some(push) = push {
+            let info = self
+                .conversations
+                .create(CreateConversation {
+                    id,
+                    ..CreateConversation::default()
+                })
+                .await
+                .map_err(rpc_error)?;
+            self.add_push(info.id, push).await?;
+            self.conversations
+                .send_message(
+                    info.id,
+                    SendMessage {
+                        content,
+                        images: None,
+                        run: Some(true),
+                    },
+                )
+                .await
+                .map_err(rpc_error)?;
+            return Ok(info.id);
+        }
         let info = self
             .conversations
             .create(CreateConversation {
@@ -425,14 +480,6 @@ fn waits_for_frontend(row: &ConversationRow) -> bool {
             .iter()
             .any(|p| matches!(p.waits_for, Waiting::Frontend { .. }))
     })
-}
-
-pub fn push_not_supported() -> RpcError {
-    RpcError::new(
-        ErrorCode::PushNotificationNotSupported,
-        "push notifications are not supported by this agent (capabilities.pushNotifications \
-         is false): follow a task with SubscribeToTask, or poll GetTask",
-    )
 }
 
 fn store_error(e: crate::store::StoreError) -> RpcError {

@@ -3,7 +3,7 @@
 //! starts one or sends it the next message, or the approvals it waits for
 //! (`TASK_STATE_INPUT_REQUIRED`); `CancelTask` is its interrupt; streams follow its stored
 //! log. No second agent loop and no approval logic of its own: `conversations/` does it all.
-//! Push notifications are not offered (`capabilities.pushNotifications: false`). The HTTP
+//! Push notification configs are push targets of the webhook outbox (`push.rs`). The HTTP
 //! edge is `http/a2a.rs`.
 
 mod card;
@@ -11,6 +11,7 @@ mod follow;
 mod input;
 pub mod jsonrpc;
 mod methods;
+pub mod push;
 mod tasks;
 pub mod types;
 
@@ -25,7 +26,10 @@ pub use follow::Update;
 use jsonrpc::{ErrorCode, RpcError, params};
 pub use methods::Tasks;
 use tasks::{View, state_of};
-use types::{GetTaskRequest, ListTasksRequest, SendMessageRequest, TaskIdRequest};
+use types::{
+    GetTaskRequest, ListPushConfigsRequest, ListTasksRequest, PushConfigRequest,
+    PushNotificationConfig, SendMessageRequest, TaskIdRequest,
+};
 
 /// A method's answer: one JSON result, or a stream of results (its first the task).
 pub enum Reply {
@@ -114,10 +118,37 @@ pub async fn call(
             let request = params::<TaskIdRequest>(raw)?;
             Ok(Reply::Result(tasks.cancel(&request.id).await?))
         }
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(methods::push_not_supported()),
+        "CreateTaskPushNotificationConfig" => {
+            let config = params::<PushNotificationConfig>(raw)?;
+            let Some(task) = config.task_id.clone() else {
+                return Err(RpcError::invalid_params("taskId is required"));
+            };
+            let checked = push::check(tasks.push_settings(), config, Some(&task))?;
+            let (id, _) = tasks.existing(&task).await?;
+            Ok(Reply::Result(tasks.add_push(id, checked).await?))
+        }
+        "GetTaskPushNotificationConfig" => {
+            let request = params::<PushConfigRequest>(raw)?;
+            push::enabled(tasks.push_settings())?;
+            let (id, _) = tasks.existing(&request.task_id).await?;
+            let store = tasks.conversations().store();
+            Ok(Reply::Result(push::get(store, id, &request.id).await?))
+        }
+        "ListTaskPushNotificationConfigs" => {
+            let request = params::<ListPushConfigsRequest>(raw)?;
+            push::enabled(tasks.push_settings())?;
+            push::check_list(&request)?;
+            let (id, _) = tasks.existing(&request.task_id).await?;
+            let store = tasks.conversations().store();
+            Ok(Reply::Result(push::list(store, id).await?))
+        }
+        "DeleteTaskPushNotificationConfig" => {
+            let request = params::<PushConfigRequest>(raw)?;
+            push::enabled(tasks.push_settings())?;
+            let (id, _) = tasks.existing(&request.task_id).await?;
+            let store = tasks.conversations().store();
+            Ok(Reply::Result(push::delete(store, id, &request.id).await?))
+        }
         "GetExtendedAgentCard" => Err(RpcError::new(
             ErrorCode::ExtendedAgentCardNotConfigured,
             "this agent has no extended card: /.well-known/agent-card.json is the whole card",

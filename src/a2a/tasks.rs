@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use super::jsonrpc::{ErrorCode, RpcError};
 use super::types::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
-use crate::agent::{RunState, Waiting};
+use crate::agent::{PendingCall, RunState, Waiting};
 use crate::conversation_domain::ConversationStatus;
-use crate::store::ConversationRow;
+use crate::store::{ConversationRow, Snapshot};
 
 /// The artifact that holds the answer; a later turn's answer replaces it.
 pub const ANSWER: &str = "answer";
@@ -172,27 +172,53 @@ fn status_message(
     task_state: TaskState,
 ) -> Option<Message> {
     let id = format!("{}-status-{}", row.id, row.last_event_id);
-    let parts = match task_state {
-        TaskState::InputRequired if !state.pending.is_empty() => pending_parts(state),
+    let parts = status_parts(task_state, &state.pending, row.reason.as_deref())?;
+    Some(agent_message(row.id, id, parts))
+}
+
+/// What a status says beside its state: the calls waited for, why it failed, …
+fn status_parts(
+    task_state: TaskState,
+    pending: &[PendingCall],
+    reason: Option<&str>,
+) -> Option<Vec<Part>> {
+    Some(match task_state {
+        TaskState::InputRequired if !pending.is_empty() => pending_parts(pending),
         TaskState::InputRequired => vec![Part::text(
             "The investigation is paused: send a message on this task to continue it.",
         )],
         TaskState::Failed => vec![Part::text(
-            row.reason
-                .clone()
-                .unwrap_or_else(|| "The investigation failed.".into()),
+            reason.unwrap_or("The investigation failed.").to_owned(),
         )],
         TaskState::Canceled => vec![Part::text("The investigation was canceled.")],
         _ => return None,
-    };
-    Some(agent_message(row.id, id, parts))
+    })
+}
+
+/// The status a webhook outbox snapshot reports (a push notification's): its state, what it
+/// waits for or why it ended, when the change was written.
+pub fn status_of_snapshot(snapshot: &Snapshot, task_state: TaskState) -> TaskStatus {
+    // The snapshot keeps the state's pending calls as stored; unreadable ones are not shown.
+    let pending: Vec<PendingCall> =
+        serde_json::from_value(snapshot.pending.clone()).unwrap_or_default();
+    let id = format!("{}-status-{}", snapshot.id, snapshot.change.last_event_id);
+    TaskStatus {
+        state: task_state,
+        message: status_parts(task_state, &pending, snapshot.change.reason.as_deref())
+            .map(|parts| agent_message(snapshot.id, id, parts)),
+        timestamp: Some(
+            snapshot
+                .updated_at
+                .to_rfc3339_opts(SecondsFormat::Millis, true),
+        ),
+    }
 }
 
 /// The calls waiting for a decision: a sentence saying how to answer, and the calls as data.
-fn pending_parts(state: &RunState) -> Vec<Part> {
+fn pending_parts(pending: &[PendingCall]) -> Vec<Part> {
     let mut lines = Vec::new();
     let mut calls = Vec::new();
-    for pending in &state.pending {
+    for pending in pending {
         let (kind, description, arguments) = match &pending.waits_for {
             Waiting::Approval {
                 description,

@@ -181,9 +181,9 @@ impl StreamResponse {
     }
 }
 
-/// A push notification config as a request names it; triage has none (see `methods.rs`), so
-/// it is read only to refuse it precisely.
-#[derive(Debug, Clone, Deserialize)]
+/// A push notification config (`TaskPushNotificationConfig`) as a request names it: the
+/// params of `CreateTaskPushNotificationConfig`, or inside `SendMessage`'s configuration.
+#[derive(Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PushNotificationConfig {
     #[serde(default)]
@@ -196,7 +196,48 @@ pub struct PushNotificationConfig {
     #[serde(default)]
     pub token: Option<String>,
     #[serde(default)]
-    pub authentication: Option<Value>,
+    pub authentication: Option<AuthenticationInfo>,
+}
+
+/// Without the secrets.
+impl std::fmt::Debug for PushNotificationConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushNotificationConfig")
+            .field("id", &self.id)
+            .field("task_id", &self.task_id)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuthenticationInfo {
+    pub scheme: String,
+    #[serde(default)]
+    pub credentials: Option<String>,
+}
+
+/// `GetTaskPushNotificationConfig` and `DeleteTaskPushNotificationConfig`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PushConfigRequest {
+    #[serde(default)]
+    pub tenant: Option<String>,
+    pub task_id: String,
+    pub id: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListPushConfigsRequest {
+    #[serde(default)]
+    pub tenant: Option<String>,
+    pub task_id: String,
+    #[serde(default)]
+    pub page_size: Option<i32>,
+    #[serde(default)]
+    pub page_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

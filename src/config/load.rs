@@ -96,6 +96,7 @@ impl Settings {
 
     fn validate(&self) -> Result<(), ConfigError> {
         self.checks.validate().map_err(ConfigError::Invalid)?;
+        self.a2a.validate().map_err(ConfigError::Invalid)?;
         let positive = [
             ("llm.request_timeout_secs", self.llm.request_timeout_secs),
             ("llm.connect_timeout_secs", self.llm.connect_timeout_secs),

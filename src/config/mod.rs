@@ -5,6 +5,7 @@
 //! This file holds the settings types; [`load`] layers and checks them, [`env`] maps
 //! HolmesGPT's variables.
 
+pub mod a2a;
 mod checks;
 pub mod entry_keys;
 mod env;
@@ -55,6 +56,9 @@ pub struct Settings {
     /// The reload routes (`config/checks.rs`).
     #[serde(default)]
     pub admin: AdminSettings,
+    /// A2A's push notifications (`config/a2a.rs`).
+    #[serde(default)]
+    pub a2a: a2a::A2aSettings,
     /// Receivers of conversation updates (`[[webhooks]]`).
     #[serde(default)]
     pub webhooks: Vec<webhooks::WebhookSettings>,

@@ -37,6 +37,7 @@ pub async fn card(State(state): State<AppState>, headers: HeaderMap) -> impl Int
         Json(crate::a2a::card(
             &base_url(&headers),
             state.api_keys.enabled(),
+            state.a2a.push_notifications,
         )),
     )
 }
@@ -72,7 +73,7 @@ pub async fn rpc(
     if let Err(e) = crate::a2a::check_version(version.as_deref()) {
         return answer(jsonrpc::failure(&request.id, &e));
     }
-    let tasks = Tasks::new(state.conversations.clone());
+    let tasks = Tasks::new(state.conversations.clone(), state.a2a.clone());
     let waits = Waits {
         blocking: state.deadline,
         idle: state.keepalive.unwrap_or(Duration::from_secs(15)),

@@ -81,6 +81,8 @@ pub struct SharedState {
     pub admin: Option<Arc<dyn admin::Reload>>,
     pub chat: Arc<crate::holmes::StatelessChat>,
     pub conversations: Arc<crate::conversations::Conversations>,
+    /// A2A's push notification settings (`[a2a]`).
+    pub a2a: Arc<crate::config::a2a::A2aSettings>,
     /// Events from elsewhere for conversations that wait (reply tokens).
     pub inbound: Arc<crate::inbound::Inbound>,
     pub keepalive: Option<Duration>,

@@ -1,7 +1,9 @@
 //! The process's runtime, below everything else: the heap allocator, the process's own memory,
-//! the serving threads, buffer size hints and the trust outbound TLS clients share.
+//! the serving threads, buffer size hints, the trust outbound TLS clients share and
+//! where a client-named destination (a notification, a push target) may not be.
 
 pub mod allocator;
+pub mod destinations;
 pub mod memory;
 pub mod shards;
 pub mod size_hint;

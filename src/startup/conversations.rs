@@ -22,7 +22,7 @@ pub(super) async fn open_conversations(
     store_files::tighten_data_dir(c);
     let options = StoreOptions {
         max_events_per_conversation: c.max_events_per_conversation,
-        outbox: crate::webhooks::outbox_plan(&settings.webhooks),
+        outbox: crate::webhooks::outbox_plan(&settings.webhooks, settings.a2a.push_notifications),
         keys: Arc::new(keys),
         ..StoreOptions::default()
     };
@@ -54,6 +54,9 @@ pub(super) async fn open_conversations(
     )
     .await
     .map_err(|e| StartupError::Config(ConfigError::Invalid(e)))?;
+    if settings.a2a.push_notifications {
+        start_push(settings, &conversations, &roots)?;
+    }
     if c.retention_days > 0 {
         let expiring = Arc::downgrade(&conversations);
         let days = c.retention_days;
@@ -79,6 +82,30 @@ pub(super) async fn open_conversations(
         );
     }
     Ok(conversations)
+}
+
+/// The worker that sends A2A push notifications, with the webhooks' retry policy shaped by
+/// `[a2a]`.
+fn start_push(
+    settings: &Settings,
+    conversations: &Arc<Conversations>,
+    roots: &crate::runtime::trust::ExtraRoots,
+) -> Result<(), StartupError> {
+    let a2a = &settings.a2a;
+    let mut policy = crate::webhooks::WebhookSettings::new("push", "http://push.invalid");
+    policy.timeout_secs = a2a.push_timeout_secs;
+    policy.max_attempts = a2a.push_max_attempts;
+    policy.signing_secret = a2a.push_signing_secret.clone();
+    let retention = Duration::from_secs_f64(policy.dead_letter_retention_secs);
+    let sender = crate::webhooks::push::PushSender::new(
+        &policy,
+        roots,
+        crate::a2a::push::renderer(conversations.clone()),
+        crate::a2a::push::CONTENT_TYPE,
+    )
+    .map_err(|e| StartupError::Config(ConfigError::Invalid(format!("a2a: {e}"))))?;
+    crate::webhooks::push::spawn(sender, conversations.store(), retention);
+    Ok(())
 }
 
 /// Seals the secrets an older triage stored in clear, and those under a previous key, with the

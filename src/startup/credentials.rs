@@ -87,6 +87,7 @@ pub fn known_secrets(settings: &Settings, models: &ModelRegistry) -> Vec<String>
     secrets.extend(settings.conversations.previous_secret_keys.iter().cloned());
     secrets.extend(crate::config::webhooks::secrets(&settings.webhooks));
     secrets.extend(settings.checks.slack_token.clone());
+    secrets.extend(settings.a2a.push_signing_secret.clone());
     // Resolved models carry every key they use, whichever source configured them.
     secrets.extend(models.credentials());
     secrets.extend(settings.models.values().filter_map(|m| m.api_key.clone()));

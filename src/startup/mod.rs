@@ -306,6 +306,7 @@ impl Application {
             chat: stateless_chat(&settings, serving.clone()),
             inbound: crate::inbound::Inbound::new(conversations.clone()),
             conversations,
+            a2a: Arc::new(settings.a2a.clone()),
             serving,
             checks: Arc::new(checks),
             admin,

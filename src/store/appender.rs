@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::conversations::{COLUMNS, Record};
 use super::db::{Db, on_pool};
 use super::outbox::{self, OutboxPlan};
+use super::push;
 use super::replies::token_hash;
 use super::statement::run_statement;
 use super::{
@@ -219,10 +220,19 @@ async fn commit(
             }
         }
         let mut queued_deliveries = false;
-        if let Some(outbox) = outbox.filter(|o| !o.receivers.is_empty()) {
+        if let Some(outbox) = outbox.filter(|o| o.is_active()) {
             let now = Utc::now().timestamp_micros();
             let changed = status_changes(outbox, requests, &plan.answers);
             let mut rows = HashMap::new();
+            let mut push = HashMap::new();
+            if outbox.push && !changed.is_empty() {
+                let sql = push::receivers_sql(changed.len());
+                let mut query = sqlx::query_as::<_, (Uuid, String)>(&sql);
+                for id in &changed {
+                    query = query.bind(*id);
+                }
+                push = push::by_conversation(query.fetch_all(&mut *tx).await?);
+            }
             if !changed.is_empty() {
                 let sql = format!(
                     "SELECT {COLUMNS} FROM conversations WHERE id IN ({})",
@@ -241,7 +251,10 @@ async fn commit(
             for ((id, events, token), answer) in requests.iter().zip(&plan.answers) {
                 if let Ok(stored) = answer {
                     let token = token.map(|t| t.token.as_str());
-                    deliveries.extend(outbox.for_append(*id, events, stored, &rows, token, now)?);
+                    let push = push.get(id).map_or(&[][..], Vec::as_slice);
+                    deliveries.extend(
+                        outbox.for_append(*id, events, stored, &rows, push, token, now)?,
+                    );
                 }
             }
             queued_deliveries = !deliveries.is_empty();
@@ -308,7 +321,7 @@ fn status_changes(
     requests: &[Request<'_>],
     answers: &Answers,
 ) -> BTreeSet<Uuid> {
-    if !outbox.wants_conversations() {
+    if !outbox.wants_status_changes() {
         return BTreeSet::new();
     }
     requests

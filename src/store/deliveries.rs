@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::db::on_pool;
 use super::outbox::EVENTS;
+use super::push::{RECEIVER_END, RECEIVER_PREFIX};
 use super::{Page, Store, StoreError, from_micros, page_limit, to_i64, to_micros, to_u64};
 
 /// A delivery as the worker sends it and the API lists it (its body aside).
@@ -129,6 +130,31 @@ pub struct DeliveryQuery {
     pub limit: u32,
 }
 
+/// Whose queues a query reads: one configured receiver's, or every push target's.
+#[derive(Clone, Copy)]
+enum Receivers<'a> {
+    Named(&'a str),
+    Push,
+}
+
+impl Receivers<'_> {
+    /// The condition on `receiver`, with `$1` bound to [`Receivers::bound`].
+    fn condition(self) -> String {
+        match self {
+            Receivers::Named(_) => "receiver = $1".into(),
+            // A range, which the queue index serves on both backends (LIKE may not).
+            Receivers::Push => format!("receiver >= $1 AND receiver < '{RECEIVER_END}'"),
+        }
+    }
+
+    fn bound(self) -> String {
+        match self {
+            Receivers::Named(name) => name.to_owned(),
+            Receivers::Push => RECEIVER_PREFIX.to_owned(),
+        }
+    }
+}
+
 /// Errors longer than this are cut (the receiver writes them).
 const ERROR_MAX: usize = 1000;
 /// Sealing stops taking in more events beyond this body size: a delivery is held in memory
@@ -145,19 +171,40 @@ impl Store {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<i64>, StoreError> {
+        self.heads(Receivers::Named(receiver), now, limit).await
+    }
+
+    /// The due heads of every push target's queues (`push.rs`), oldest first.
+    pub async fn outbox_push_heads(
+        &self,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.heads(Receivers::Push, now, limit).await
+    }
+
+    async fn heads(
+        &self,
+        receivers: Receivers<'_>,
+        now: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<i64>, StoreError> {
         // An events delivery still waiting out its flush delay is due at once when a
         // snapshot is queued behind it (the status changed: the snapshot must not wait).
-        let sql = "SELECT o.seq FROM webhook_outbox o JOIN (SELECT MIN(seq) AS head \
-                   FROM webhook_outbox WHERE receiver = $1 AND status = 'pending' \
-                   GROUP BY conversation_id) h ON o.seq = h.head \
+        let sql = format!(
+            "SELECT o.seq FROM webhook_outbox o JOIN (SELECT MIN(seq) AS head \
+                   FROM webhook_outbox WHERE {} AND status = 'pending' \
+                   GROUP BY receiver, conversation_id) h ON o.seq = h.head \
                    WHERE (o.claim_until IS NULL OR o.claim_until <= $2) \
                    AND (o.next_attempt_at <= $2 OR (o.sealed = 0 AND EXISTS (SELECT 1 \
                    FROM webhook_outbox n WHERE n.receiver = o.receiver \
                    AND n.conversation_id = o.conversation_id AND n.status = 'pending' \
                    AND n.seq > o.seq AND n.kind = 'conversations'))) \
-                   ORDER BY o.seq LIMIT $3";
-        let heads: Vec<(i64,)> = on_pool!(&self.inner.db, pool => sqlx::query_as(sql)
-            .bind(receiver)
+                   ORDER BY o.seq LIMIT $3",
+            receivers.condition()
+        );
+        let heads: Vec<(i64,)> = on_pool!(&self.inner.db, pool => sqlx::query_as(&sql)
+            .bind(receivers.bound())
             .bind(to_micros(now))
             .bind(i64::from(limit))
             .fetch_all(pool)
@@ -328,11 +375,26 @@ impl Store {
         receiver: &str,
         cutoff: DateTime<Utc>,
     ) -> Result<u64, StoreError> {
+        self.purge(Receivers::Named(receiver), cutoff).await
+    }
+
+    /// Deletes the push targets' dead letters that failed before `cutoff`.
+    pub async fn purge_push_dead_letters(&self, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
+        self.purge(Receivers::Push, cutoff).await
+    }
+
+    async fn purge(
+        &self,
+        receivers: Receivers<'_>,
+        cutoff: DateTime<Utc>,
+    ) -> Result<u64, StoreError> {
         // A dead letter's `next_attempt_at` is the moment it failed (`outbox_failed`).
-        Ok(on_pool!(&self.inner.db, pool => sqlx::query(
-            "DELETE FROM webhook_outbox WHERE status = 'failed' AND receiver = $1 \
-             AND next_attempt_at < $2")
-            .bind(receiver)
+        let sql = format!(
+            "DELETE FROM webhook_outbox WHERE status = 'failed' AND {} AND next_attempt_at < $2",
+            receivers.condition()
+        );
+        Ok(on_pool!(&self.inner.db, pool => sqlx::query(&sql)
+            .bind(receivers.bound())
             .bind(to_micros(cutoff))
             .execute(pool)
             .await?

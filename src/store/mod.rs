@@ -7,7 +7,8 @@
 //! LISTEN/NOTIFY, [`leases`] which replica runs a conversation and the commands queued for
 //! it, [`paging`] the opaque page ids, [`statement`] a write as SQL and its values,
 //! [`outbox`] and [`deliveries`] the webhook deliveries written with the changes they report
-//! and their sending, [`replies`] the reply tokens of webhooks in, [`sealing`] the conversation
+//! and their sending, [`push`] the push targets clients add as receivers of their own,
+//! [`replies`] the reply tokens of webhooks in, [`sealing`] the conversation
 //! secrets sealed at rest and [`reseal`] sealing rows written before that or under an older
 //! key.
 
@@ -20,6 +21,7 @@ mod leases;
 mod listener;
 pub mod outbox;
 mod paging;
+pub mod push;
 mod replies;
 mod reseal;
 pub mod sealing;
@@ -41,6 +43,7 @@ pub use db::{create_private_dir, sqlite_companions, sqlite_file};
 pub use deliveries::{Delivery, DeliveryQuery, Failure, QueueStats, RetryError};
 pub use leases::{Lease, QueuedCommand};
 pub use outbox::{Change, OutboxPlan, OutboxReceiver, Snapshot};
+pub use push::{PushTarget, Put};
 pub use replies::{Inbound, ReplyState, ReplyToken, token_hash};
 pub use reseal::Resealed;
 pub use sealing::{SealError, SecretKeys};

@@ -23,10 +23,14 @@ pub const CONVERSATIONS: &str = "conversations";
 /// `kind` of an events delivery (`POST {base_url}/events/{conversation_id}`).
 pub const EVENTS: &str = "events";
 
-/// Who is owed what. Without receivers the store writes no outbox rows at all.
-#[derive(Debug)]
+/// Who is owed what. Without receivers or push targets the store writes no outbox rows at
+/// all.
+#[derive(Debug, Default)]
 pub struct OutboxPlan {
     pub receivers: Vec<OutboxReceiver>,
+    /// Conversations may have push targets (`push.rs`): each status change owes each of them
+    /// a snapshot.
+    pub push: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -44,6 +48,18 @@ pub struct OutboxReceiver {
 }
 
 impl OutboxReceiver {
+    /// A push target: snapshots only, one per delivery.
+    fn push(name: &str) -> OutboxReceiver {
+        OutboxReceiver {
+            name: name.to_owned(),
+            conversations: true,
+            events: false,
+            event_kinds: None,
+            batch_size: 1,
+            flush_delay: Duration::ZERO,
+        }
+    }
+
     fn wants(&self, kind: EventKind) -> bool {
         self.events
             && self
@@ -152,6 +168,16 @@ impl OutboxPlan {
         self.receivers.iter().any(|r| r.conversations)
     }
 
+    /// Whether a change may owe anyone a delivery.
+    pub(super) fn is_active(&self) -> bool {
+        self.push || !self.receivers.is_empty()
+    }
+
+    /// Whether a status change owes snapshots (to receivers or to push targets).
+    pub(super) fn wants_status_changes(&self) -> bool {
+        self.push || self.wants_conversations()
+    }
+
     /// A snapshot for every receiver that wants them, due now.
     pub(super) fn snapshots(
         &self,
@@ -180,13 +206,16 @@ impl OutboxPlan {
     /// batches, and a snapshot after each status change (the events before it due at once:
     /// the snapshot must not wait behind them; the worker does the same for events of
     /// earlier rounds). `rows` holds the conversations that changed status in the round, as
-    /// they stand in its transaction. `events` are the append's, `stored` what they became.
+    /// they stand in its transaction. `events` are the append's, `stored` what they became;
+    /// `push` the receivers of the conversation's push targets.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn for_append(
         &self,
         id: Uuid,
         events: &[NewEvent],
         stored: &[StoredEvent],
         rows: &HashMap<Uuid, ConversationRow>,
+        push: &[String],
         token: Option<&str>,
         now: i64,
     ) -> Result<Vec<NewDelivery>, StoreError> {
@@ -208,8 +237,9 @@ impl OutboxPlan {
             }
             _ => stored,
         };
+        let push: Vec<OutboxReceiver> = push.iter().map(|n| OutboxReceiver::push(n)).collect();
         let mut out = Vec::new();
-        for receiver in &self.receivers {
+        for receiver in self.receivers.iter().chain(&push) {
             let first = out.len();
             let mut batch: Vec<&StoredEvent> = Vec::new();
             let delay = i64::try_from(receiver.flush_delay.as_micros()).unwrap_or(i64::MAX);
@@ -378,6 +408,7 @@ mod tests {
 
     fn plan(batch_size: usize, kinds: Option<&[&str]>) -> OutboxPlan {
         OutboxPlan {
+            push: false,
             receivers: vec![OutboxReceiver {
                 name: "r".into(),
                 conversations: true,
@@ -446,7 +477,7 @@ mod tests {
         );
         let (events, stored) = append(&[message, message, message, finished, message]);
         let out = plan(2, None)
-            .for_append(id, &events, &stored, &rows, None, 100)
+            .for_append(id, &events, &stored, &rows, &[], None, 100)
             .unwrap();
         let shape: Vec<(&str, i64, i64, i64)> = out
             .iter()
@@ -481,7 +512,7 @@ mod tests {
         // A payload saying otherwise is the log's business, not the snapshot's.
         events[0].payload = json!({"execution_status": "finished"});
         let out = plan(20, None)
-            .for_append(id, &events, &stored, &rows, Some("tok"), 0)
+            .for_append(id, &events, &stored, &rows, &[], Some("tok"), 0)
             .unwrap();
         let snapshot: Snapshot = serde_json::from_str(&out[1].body).unwrap();
         assert_eq!(snapshot.change.status, ConversationStatus::Paused);
@@ -489,7 +520,7 @@ mod tests {
         // Without the status, an event of that kind owes no snapshot.
         events[0].status = None;
         let out = plan(20, None)
-            .for_append(id, &events, &stored, &rows, None, 0)
+            .for_append(id, &events, &stored, &rows, &[], None, 0)
             .unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].kind, EVENTS);
@@ -501,7 +532,7 @@ mod tests {
         let (events, stored) =
             append(&[(EventKind::Message, None), (EventKind::AiAnswerEnd, None)]);
         let out = plan(20, Some(&["ai_answer_end"]))
-            .for_append(id, &events, &stored, &HashMap::new(), None, 0)
+            .for_append(id, &events, &stored, &HashMap::new(), &[], None, 0)
             .unwrap();
         assert_eq!(out.len(), 1);
         let body: Value = serde_json::from_str(&out[0].body).unwrap();

@@ -50,9 +50,13 @@
 //!   what the API shows); the receivers' own secrets may come from the environment
 //!   (`${NAME}`) and are masked like every other credential.
 //!
+//! Push targets (`push.rs`, A2A's push notification configs) ride the same outbox: each is a
+//! receiver of its own (`push/{conversation}/{target}`) owed a snapshot per status change.
+//!
 //! Webhooks in (reply tokens) are a front door of their own: `crate::inbound`.
 
 pub mod body;
+pub mod push;
 mod send;
 mod worker;
 
@@ -66,12 +70,14 @@ pub use send::signature;
 use crate::store::outbox::{CONVERSATIONS, EVENTS};
 use crate::store::{Backend, OutboxPlan, OutboxReceiver, Store};
 
-/// What the store must write for `receivers` (`None` without receivers).
-pub fn outbox_plan(receivers: &[WebhookSettings]) -> Option<Arc<OutboxPlan>> {
-    if receivers.is_empty() {
+/// What the store must write for `receivers` and, with `push`, for push targets (`None`
+/// without either).
+pub fn outbox_plan(receivers: &[WebhookSettings], push: bool) -> Option<Arc<OutboxPlan>> {
+    if receivers.is_empty() && !push {
         return None;
     }
     Some(Arc::new(OutboxPlan {
+        push,
         receivers: receivers
             .iter()
             .map(|r| OutboxReceiver {

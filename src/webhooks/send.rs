@@ -18,10 +18,13 @@ const RETRY_AFTER_CAP: Duration = Duration::from_secs(3600);
 /// Bytes of an error answer kept for `last_error`; the rest is never read.
 const ERROR_BODY_MAX: usize = 512;
 
+#[derive(Clone)]
 pub(crate) struct Receiver {
     pub name: String,
     /// `base_url` without its trailing slash.
     base: String,
+    /// A push target's URL: deliveries go to `base` itself, nothing appended.
+    exact: bool,
     client: reqwest::Client,
     headers: HeaderMap,
     signing_key: Option<Vec<u8>>,
@@ -54,6 +57,34 @@ impl Receiver {
         settings: &WebhookSettings,
         roots: &crate::runtime::trust::ExtraRoots,
     ) -> Result<Receiver, String> {
+        Receiver::build(settings, roots, false)
+    }
+
+    /// The template of push targets (`for_target`): `settings` give the retry policy and the
+    /// signing key; its client resolves no name to a link-local or metadata address, as the
+    /// URLs come from clients.
+    pub fn for_push(
+        settings: &WebhookSettings,
+        roots: &crate::runtime::trust::ExtraRoots,
+    ) -> Result<Receiver, String> {
+        Receiver::build(settings, roots, true)
+    }
+
+    /// A push target: this template's client and policy, `url` as given and `headers` added.
+    pub fn for_target(&self, name: String, url: &str, headers: HeaderMap) -> Receiver {
+        let mut target = self.clone();
+        target.name = name;
+        target.base = url.to_owned();
+        target.exact = true;
+        target.headers.extend(headers);
+        target
+    }
+
+    fn build(
+        settings: &WebhookSettings,
+        roots: &crate::runtime::trust::ExtraRoots,
+        guarded: bool,
+    ) -> Result<Receiver, String> {
         let name = &settings.name;
         let bad = |why: String| format!("webhook receiver '{name}': {why}");
         let base = config::base_url(&settings.base_url).map_err(bad)?;
@@ -84,8 +115,13 @@ impl Receiver {
             .map_err(bad)?
             .map(String::into_bytes);
         let timeout = Duration::from_secs_f64(settings.timeout_secs);
-        let client = roots
-            .client_builder()
+        let mut builder = roots.client_builder();
+        if guarded {
+            builder = builder.dns_resolver(std::sync::Arc::new(
+                crate::runtime::destinations::GuardedResolver,
+            ));
+        }
+        let client = builder
             // A receiver names where deliveries go once, in the config: a redirect would let
             // it (or whoever answers for it) send them somewhere else.
             .redirect(reqwest::redirect::Policy::none())
@@ -97,6 +133,7 @@ impl Receiver {
         Ok(Receiver {
             name: name.clone(),
             base: base.as_str().trim_end_matches('/').to_owned(),
+            exact: false,
             client,
             headers,
             signing_key,
@@ -112,7 +149,9 @@ impl Receiver {
 
     /// Where a delivery goes: only the conversation id (a UUID) comes from the delivery.
     fn url(&self, delivery: &Delivery) -> String {
-        if delivery.kind == CONVERSATIONS {
+        if self.exact {
+            self.base.clone()
+        } else if delivery.kind == CONVERSATIONS {
             format!("{}/conversations", self.base)
         } else {
             format!("{}/events/{}", self.base, delivery.conversation_id)

@@ -104,9 +104,24 @@ async fn deliver(receiver: Arc<Receiver>, store: Store, owner: Uuid, seq: i64, d
     let outcome = receiver.attempt(&delivery, body).await;
     metrics::histogram!("triage_webhook_attempt_duration_seconds", "receiver" => name.clone())
         .record(started.elapsed().as_secs_f64());
+    record(&receiver, &store, owner, seq, &delivery, outcome, &name).await;
+}
+
+/// Records an attempt's outcome: delivered (the row goes), retried later or dead-lettered.
+/// `label` names the receiver in metrics (a push target's is the same for all of them).
+pub(super) async fn record(
+    receiver: &Receiver,
+    store: &Store,
+    owner: Uuid,
+    seq: i64,
+    delivery: &crate::store::Delivery,
+    outcome: Outcome,
+    label: &str,
+) {
+    let name = &receiver.name;
     let recorded = match outcome {
         Outcome::Delivered => {
-            metrics::counter!("triage_webhook_deliveries_total", "receiver" => name.clone(), "outcome" => "delivered")
+            metrics::counter!("triage_webhook_deliveries_total", "receiver" => label.to_owned(), "outcome" => "delivered")
                 .increment(1);
             store.outbox_delivered(seq, owner).await
         }
@@ -117,7 +132,7 @@ async fn deliver(receiver: Arc<Receiver>, store: Store, owner: Uuid, seq: i64, d
         } => {
             let attempts = delivery.attempts.saturating_add(1);
             let next =
-                receiver.next_attempt(&delivery, attempts, retry_after, permanent, store.now());
+                receiver.next_attempt(delivery, attempts, retry_after, permanent, store.now());
             let outcome = if next.is_some() {
                 tracing::info!(receiver = %name, delivery = %delivery.id, attempts, error = %failure.error, "webhook delivery failed; retrying");
                 "retried"
@@ -125,7 +140,7 @@ async fn deliver(receiver: Arc<Receiver>, store: Store, owner: Uuid, seq: i64, d
                 tracing::warn!(receiver = %name, delivery = %delivery.id, attempts, error = %failure.error, "webhook delivery dead-lettered");
                 "dead_lettered"
             };
-            metrics::counter!("triage_webhook_deliveries_total", "receiver" => name.clone(), "outcome" => outcome)
+            metrics::counter!("triage_webhook_deliveries_total", "receiver" => label.to_owned(), "outcome" => outcome)
                 .increment(1);
             store.outbox_failed(seq, owner, &failure, next).await
         }

@@ -1,6 +1,6 @@
 """Drives triage's A2A door with PyPI's a2a-sdk client (tests/e2e/a2a_client.rs runs it).
 
-Usage: client.py BASE_URL API_KEY SCRATCH_DIR. The Rust test scripts the fake LLM in the
+Usage: client.py BASE_URL API_KEY SCRATCH_DIR PUSH_URL. The Rust test scripts the fake LLM in the
 order of the steps below. Prints one line per step passed; any failure raises (exit 1).
 """
 
@@ -36,7 +36,7 @@ def step(name):
     print(f"ok: {name}", flush=True)
 
 
-async def main(base, key, scratch):
+async def main(base, key, scratch, push_url):
     headers = {"X-API-Key": key}
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
         card = await A2ACardResolver(http, base).get_agent_card()
@@ -45,6 +45,7 @@ async def main(base, key, scratch):
         assert card.capabilities.streaming
         assert card.supported_interfaces[0].protocol_binding == "JSONRPC"
         assert card.supported_interfaces[0].protocol_version == "1.0"
+        assert card.capabilities.push_notifications
         step("card")
 
         # 1. Streamed (the card says it can): the task, updates, the answer, completed.
@@ -98,6 +99,33 @@ async def main(base, key, scratch):
             pass
         step("unknown task")
 
+        # 6. Push notifications: a config made, read back without its token, listed; a
+        # follow-up on the task is pushed to it (the Rust test checks what arrived); deleted.
+        made = await client.create_task_push_notification_config(
+            pb.TaskPushNotificationConfig(
+                task_id=task_id,
+                id="sdk-hook",
+                url=push_url,
+                token="sdk-push-token",
+                authentication=pb.AuthenticationInfo(scheme="Bearer", credentials="sdk-cred"),
+            )
+        )
+        assert made.id == "sdk-hook" and made.task_id == task_id, made
+        assert made.token == "" and made.authentication.credentials == "", made
+        assert made.authentication.scheme == "Bearer", made
+        got = await client.get_task_push_notification_config(
+            pb.GetTaskPushNotificationConfigRequest(task_id=task_id, id="sdk-hook")
+        )
+        assert got.url == push_url, got
+        listed = await client.list_task_push_notification_configs(
+            pb.ListTaskPushNotificationConfigsRequest(task_id=task_id)
+        )
+        assert [c.id for c in listed.configs] == ["sdk-hook"], listed
+        events = await collect(blocking, message("Anything else?", context_id=task_id))
+        assert events[0].task.status.state == pb.TASK_STATE_COMPLETED, events[0]
+        step("push config")
+        print(f"push-task: {task_id}", flush=True)
+
     # 6. A client that sends no A2A-Version (0.3's way) is told the version is not spoken.
     async with httpx.AsyncClient(headers=headers, timeout=30) as bare:
         factory = ClientFactory(ClientConfig(httpx_client=bare, streaming=False))
@@ -112,4 +140,4 @@ async def main(base, key, scratch):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]))

@@ -1,7 +1,7 @@
 //! A2A 1.0 over JSON-RPC (`/a2a`) and the agent card, raw against the fake LLM: a blocking
 //! send, a streamed one, get, list, cancel, subscribe, approvals (input-required → approve →
 //! completed), and every refusal in JSON-RPC's shape (wrong version, malformed bodies,
-//! unknown methods and tasks, file parts, push configs, auth). The real client is
+//! unknown methods and tasks, file parts, auth). Push notifications: `a2a_push.rs`. The real client is
 //! `a2a_client.rs`.
 
 use std::time::Duration;
@@ -88,7 +88,7 @@ async fn the_card_is_public_and_names_the_interface_and_the_key() {
             "protocolVersion": "1.0"})
     );
     assert_eq!(card["capabilities"]["streaming"], true);
-    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    assert_eq!(card["capabilities"]["pushNotifications"], true);
     assert_eq!(card["skills"][0]["id"], "investigate");
     assert_eq!(
         card["securitySchemes"]["apiKey"]["apiKeySecurityScheme"]["name"],
@@ -466,9 +466,9 @@ async fn refusals_are_json_rpc_errors() {
         (json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":
             {"messageId": "m", "role": "ROLE_USER", "contextId": "not-a-uuid", "parts": [{"text": "hi"}]}}}).to_string(), -32602),
         (json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": user("hi"),
-            "configuration": {"taskPushNotificationConfig": {"url": "https://x"}}}}).to_string(), -32003),
+            "configuration": {"taskPushNotificationConfig": {"url": "http://169.254.169.254/"}}}}).to_string(), -32602),
         (json!({"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig",
-            "params": {"taskId": "t", "url": "https://x"}}).to_string(), -32003),
+            "params": {"taskId": "t", "url": "https://x"}}).to_string(), -32001),
         (json!({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"}).to_string(), -32007),
         (json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"pageToken": "forged"}}).to_string(), -32602),
         (json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"status": "TASK_STATE_BOGUS"}}).to_string(), -32602),

@@ -1,7 +1,8 @@
 //! triage's A2A door driven by PyPI's a2a-sdk client (tests/a2a_client/client.py in the venv
 //! `.ci/a2a-client` builds; A2A_CLIENT_VENV names it): the card resolved, a streamed task, get
 //! and list, a blocking follow-up in the same context, input-required → approve → completed,
-//! the SDK's own exceptions for an unknown task and a missing A2A-Version. Without the venv
+//! the SDK's own exceptions for an unknown task and a missing A2A-Version, push notification
+//! configs made with the SDK and the notifications they bring. Without the venv
 //! the test skips with a note, unless A2A_CLIENT_TEST_REQUIRED=1 (.ci/run sets it).
 
 use std::path::PathBuf;
@@ -45,12 +46,15 @@ async fn the_a2a_sdk_client_runs_a_whole_investigation() {
         json!({"command": format!("touch {}/marker", dir.display())}),
     ));
     app.llm.push(Step::text("Marker created."));
+    app.llm.push(Step::text("Nothing else."));
+    let receiver = crate::webhook_receiver::Receiver::up("unused").await;
 
     let run = tokio::process::Command::new(&python)
         .arg(CLIENT)
         .arg(&app.base)
         .arg("a2a-client-key")
         .arg(&dir)
+        .arg(format!("{}/a2a-push", receiver.url()))
         .env_remove("HTTP_PROXY")
         .env_remove("HTTPS_PROXY")
         .env_remove("ALL_PROXY")
@@ -76,6 +80,7 @@ async fn the_a2a_sdk_client_runs_a_whole_investigation() {
         "blocking follow-up",
         "approval",
         "unknown task",
+        "push config",
         "version",
     ] {
         assert!(
@@ -84,6 +89,35 @@ async fn the_a2a_sdk_client_runs_a_whole_investigation() {
         );
     }
     assert!(dir.join("marker").exists(), "the approved call ran");
+    // The follow-up's changes reached the SDK's config: working, then completed.
+    let task = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("push-task: "))
+        .expect("the client names the pushed task")
+        .to_owned();
+    let got = receiver
+        .wait_for(Duration::from_secs(20), |got| {
+            got.iter()
+                .any(|g| g.body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+        })
+        .await;
+    for g in &got {
+        assert_eq!(g.path, "/a2a-push");
+        assert_eq!(
+            g.body["statusUpdate"]["taskId"],
+            task.as_str(),
+            "{}",
+            g.body
+        );
+        assert_eq!(g.headers["x-a2a-notification-token"], "sdk-push-token");
+        assert_eq!(g.headers["authorization"], "Bearer sdk-cred");
+    }
+    assert_eq!(
+        got[0].body["statusUpdate"]["status"]["state"],
+        "TASK_STATE_WORKING",
+        "{:?}",
+        got.iter().map(|g| &g.body).collect::<Vec<_>>()
+    );
     assert_eq!(
         app.llm.remaining(),
         0,

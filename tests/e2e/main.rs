@@ -9,6 +9,7 @@ mod webhook_receiver;
 // The tests, one module per concern.
 mod a2a;
 mod a2a_client;
+mod a2a_push;
 mod admin_reload;
 mod agent_limits;
 mod agui;

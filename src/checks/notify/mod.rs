@@ -5,7 +5,6 @@
 //! an outcome or a log line; a webhook is named by its scheme and host only, since its path
 //! may be a credential too (Slack's incoming webhooks are).
 
-mod address;
 mod pagerduty;
 mod slack;
 mod template;
@@ -175,7 +174,7 @@ impl Notifier {
         let client = roots
             .client_builder()
             .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(address::GuardedResolver))
+            .dns_resolver(Arc::new(crate::runtime::destinations::GuardedResolver))
             .connect_timeout(timeout)
             .timeout(timeout)
             .build()?;

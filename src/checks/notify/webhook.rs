@@ -4,8 +4,8 @@
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::address::refused_host;
 use super::{Alert, answer_text, excerpt, template, transport_error};
+use crate::runtime::destinations::refused_host;
 
 /// What HolmesGPT's webhook says a failed check's source is.
 const SOURCE_TYPE: &str = "HealthCheck";

@@ -68,14 +68,17 @@ pub(super) fn add(doc: &mut Value) {
         "/a2a": {"post": {
             "tags": ["a2a"],
             "operationId": "a2aJsonRpc",
-            "summary": "A2A 1.0 JSON-RPC: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask",
+            "summary": "A2A 1.0 JSON-RPC: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, push notification configs",
             "description": "One JSON-RPC 2.0 request per POST; see the A2A specification for \
                 each method's params and result. A task is a server-side conversation (its id \
                 is also its `contextId`; `/api/conversations/{id}` shows the same). A task \
                 waiting for approval is `TASK_STATE_INPUT_REQUIRED`: reply on it with the text \
                 `approve` or `deny`, or data parts `{\"approve\": bool, \"toolCallId\"?, \
-                \"reason\"?}`. `CancelTask` interrupts a working task. Push notification \
-                configs are refused (-32003). Every JSON-RPC answer, error or not, is HTTP 200; \
+                \"reason\"?}`. `CancelTask` interrupts a working task. \
+                `Create`/`Get`/`List`/`DeleteTaskPushNotificationConfig` manage push \
+                notification configs: each status change of the task is POSTed to the \
+                config's URL as a `StreamResponse` (`statusUpdate`), durable and retried \
+                (-32003 when `a2a.push_notifications` is off). Every JSON-RPC answer, error or not, is HTTP 200; \
                 `SendStreamingMessage` and `SubscribeToTask` answer `text/event-stream`, each \
                 event's `data` one JSON-RPC response, ending when the task completes, fails, is \
                 canceled or needs input. Requests must send `A2A-Version: 1.0` (none means 0.3: \

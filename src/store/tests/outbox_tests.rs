@@ -18,6 +18,7 @@ fn plan() -> Arc<OutboxPlan> {
         flush_delay: Duration::ZERO,
     };
     Arc::new(OutboxPlan {
+        push: false,
         receivers: vec![
             receiver("all", None),
             receiver("answers", Some(&["ai_answer_end"])),

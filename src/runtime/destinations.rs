@@ -1,6 +1,6 @@
-//! Which addresses a check notification may go to. A webhook's URL comes from whoever holds
-//! an API key, not from the model, so private and loopback receivers are allowed (an
-//! in-cluster alert router is the usual one). Link-local addresses are not: that is where
+//! Which addresses a destination a client names (a check's notification, an A2A push target)
+//! may go to. Its URL comes from whoever holds an API key, not from the model, so private and
+//! loopback receivers are allowed (an in-cluster alert router or agent is the usual one). Link-local addresses are not: that is where
 //! every cloud's instance metadata service answers (169.254.169.254, fd00:ec2::254, Alibaba's
 //! 100.100.100.200), handing out the node's or the pod's cloud credentials to any request
 //! from inside; an API key for triage is not meant to be a key to those. The check is on the
