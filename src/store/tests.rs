@@ -117,6 +117,7 @@ on_both!(
     one_replica_holds_a_lease_and_takes_its_commands,
     deliveries_are_written_with_their_change,
     one_claimer_sends_each_delivery_in_queue_order,
+    push_targets_are_owed_each_status_change,
     secrets_are_sealed_in_the_row_and_opened_on_every_read,
     rows_of_older_versions_are_read_and_sealed_when_resealed,
     another_key_is_refused_naming_the_conversation_and_rotation_reseals,
@@ -338,6 +339,7 @@ async fn concurrent_appends_get_gap_free_ids_in_order(kind: Kind) {
 mod outbox_tests;
 use outbox_tests::{
     deliveries_are_written_with_their_change, one_claimer_sends_each_delivery_in_queue_order,
+    push_targets_are_owed_each_status_change,
 };
 mod paging_tests;
 mod sealing_tests;

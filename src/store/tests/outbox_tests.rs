@@ -1,11 +1,13 @@
 //! The webhook outbox (run on both backends by `on_both!` in the parent module): deliveries
 //! written with their change and only then, one claimer per delivery, queues in order,
-//! batches sealed before the first attempt, dead letters and their retry.
+//! batches sealed before the first attempt, dead letters and their retry; push targets.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::*;
+use crate::store::Put;
+use crate::store::db::on_pool;
 use crate::store::outbox::{CONVERSATIONS, EVENTS};
 
 fn plan() -> Arc<OutboxPlan> {
@@ -331,5 +333,105 @@ pub(super) async fn one_claimer_sends_each_delivery_in_queue_order(kind: Kind) {
     );
     assert_eq!(s.release_outbox_claims().await.expect("release"), 1);
     other.close().await;
+    f.finish().await;
+}
+
+/// Push targets: stored sealed, capped, replaced by id; every status change of their
+/// conversation owes each a snapshot in the append's transaction (events owe them nothing);
+/// their queues are read apart from the configured receivers'; deleting one drops what was
+/// still queued for it; deleting the conversation deletes its targets.
+pub(super) async fn push_targets_are_owed_each_status_change(kind: Kind) {
+    let options = StoreOptions {
+        outbox: Some(Arc::new(OutboxPlan {
+            push: true,
+            receivers: Vec::new(),
+        })),
+        ..StoreOptions::default()
+    };
+    let Some(f) = fixture(kind, options).await else {
+        return;
+    };
+    let s = &f.store;
+    let r = row("idle", 0, 0);
+    s.create(&r).await.expect("create");
+    let target = |id: &str| crate::store::PushTarget {
+        conversation_id: r.id,
+        id: id.into(),
+        url: format!("https://hooks.example/{id}"),
+        scheme: Some("Bearer".into()),
+        credentials: Some("cred-secret".into()),
+        token: Some("token-secret".into()),
+        created_at: at(1),
+    };
+    assert_eq!(
+        s.put_push_target(&target("a"), 2).await.expect("put"),
+        Put::Stored
+    );
+    assert_eq!(
+        s.put_push_target(&target("b"), 2).await.expect("put"),
+        Put::Stored
+    );
+    assert_eq!(
+        s.put_push_target(&target("c"), 2).await.expect("put"),
+        Put::Full { max: 2 }
+    );
+    assert_eq!(
+        s.put_push_target(&target("a"), 2).await.expect("put"),
+        Put::Stored,
+        "replacing one is not adding one"
+    );
+    let mut elsewhere = target("a");
+    elsewhere.conversation_id = Uuid::new_v4();
+    assert_eq!(
+        s.put_push_target(&elsewhere, 2).await.expect("put"),
+        Put::NoConversation
+    );
+    let read = s.push_target(r.id, "a").await.expect("read").expect("kept");
+    assert_eq!(read, target("a"));
+    let sealed: (String,) = on_pool!(&s.inner.db, pool => sqlx::query_as(
+        "SELECT secrets FROM push_targets WHERE target_id = 'a'")
+        .fetch_one(pool)
+        .await
+        .expect("row"));
+    assert!(!sealed.0.contains("secret"), "sealed at rest: {}", sealed.0);
+
+    let events = vec![
+        event("message", "agent", 2, json!({})),
+        event(
+            "conversation_state_update",
+            "environment",
+            3,
+            json!({"execution_status": "running"}),
+        ),
+        event("message", "agent", 4, json!({})),
+    ];
+    s.append(r.id, events).await.expect("append");
+    let a = crate::store::push::receiver_name(r.id, "a");
+    let b = crate::store::push::receiver_name(r.id, "b");
+    assert_eq!(queue(s, &a).await, [owed(CONVERSATIONS, 2, 0)]);
+    assert_eq!(queue(s, &b).await, [owed(CONVERSATIONS, 2, 0)]);
+    // One head per target's queue, and none under a configured receiver's name.
+    let heads = s.outbox_push_heads(Utc::now(), 10).await.expect("heads");
+    assert_eq!(heads.len(), 2);
+    assert!(
+        s.outbox_heads("a", Utc::now(), 10)
+            .await
+            .expect("heads")
+            .is_empty()
+    );
+    assert_eq!(
+        s.push_target_of(&a).await.expect("read").map(|t| t.id),
+        Some("a".to_owned())
+    );
+
+    assert!(s.delete_push_target(r.id, "a").await.expect("delete"));
+    assert!(!s.delete_push_target(r.id, "a").await.expect("delete"));
+    assert!(
+        queue(s, &a).await.is_empty(),
+        "nothing more goes to a deleted target"
+    );
+    assert_eq!(s.push_targets(r.id).await.expect("list").len(), 1);
+    assert!(s.delete(r.id).await.expect("delete"));
+    assert!(s.push_target_of(&b).await.expect("read").is_none());
     f.finish().await;
 }
