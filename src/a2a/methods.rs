@@ -18,7 +18,7 @@ use super::types::{
 use crate::agent::{RunErrorKind, Waiting};
 use crate::config::a2a::A2aSettings;
 use crate::conversation_domain::ConversationStatus;
-use crate::conversations::api::{ConfirmationResponse, CreateConversation, SendMessage};
+use crate::conversations::api::{CreateConversation, SendMessage};
 use crate::conversations::{ConversationError, Conversations};
 use crate::store::{ConversationQuery, ConversationRow, SortOrder};
 
@@ -216,15 +216,9 @@ impl Tasks {
                     ),
                 ));
             }
+            // A toolCallId that is not this task's is refused by the conversation (it would
+            // deny the real call in its place).
             let decisions = decisions_of(message)?;
-            // The core denies a pending call no decision names: a toolCallId that is not this
-            // task's (a typo, another task's call) would silently deny the real one.
-            if let Some(unknown) = unknown_call(row, &decisions) {
-                return Err(RpcError::invalid_params(format!(
-                    "toolCallId {unknown:?} is not a call task {id} waits for: see the \
-                     pendingActions of its status message"
-                )));
-            }
             return self
                 .conversations
                 .respond(id, decisions)
@@ -455,22 +449,6 @@ fn accepts_text(modes: &[String]) -> bool {
         || modes.iter().any(|m| {
             let m = m.trim().to_ascii_lowercase();
             matches!(m.as_str(), "text/plain" | "text/*" | "*/*" | "text")
-        })
-}
-
-/// A `toolCallId` the decisions name that is not one of the task's pending approvals.
-fn unknown_call<'a>(row: &ConversationRow, decisions: &'a ConfirmationResponse) -> Option<&'a str> {
-    let state = <crate::agent::RunState as serde::Deserialize>::deserialize(&row.state).ok()?;
-    decisions
-        .tool_decisions
-        .iter()
-        .flatten()
-        .map(|d| d.tool_call_id.as_str())
-        .find(|call| {
-            !state
-                .pending
-                .iter()
-                .any(|p| p.is_approval() && p.call.id == *call)
         })
 }
 

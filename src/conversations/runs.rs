@@ -181,6 +181,39 @@ impl Conversations {
                 "nothing is waiting for a confirmation".into(),
             ));
         }
+        // A decision or result for a call that does not wait here (a typo, another
+        // conversation's call) is refused: the run would deny the real call in its place.
+        let named = response
+            .tool_decisions
+            .iter()
+            .flatten()
+            .map(|d| (d.tool_call_id.as_str(), true))
+            .chain(
+                response
+                    .frontend_tool_results
+                    .iter()
+                    .flatten()
+                    .map(|r| (r.tool_call_id.as_str(), false)),
+            );
+        for (call, approval) in named {
+            let waits = state
+                .pending
+                .iter()
+                .any(|p| p.call.id == call && p.is_approval() == approval);
+            if !waits {
+                let waiting: Vec<&str> = state.pending.iter().map(|p| p.call.id.as_str()).collect();
+                let what = if approval {
+                    "an approval"
+                } else {
+                    "a frontend result"
+                };
+                return Err(ConversationError::BadInput(format!(
+                    "tool_call_id {call:?} is not a call conversation {id} waits for {what} of \
+                     (it waits for: {})",
+                    waiting.join(", ")
+                )));
+            }
+        }
         let mut input = Input::default();
         if let Some(accept) = response.accept {
             for p in state.pending.iter().filter(|p| p.is_approval()) {

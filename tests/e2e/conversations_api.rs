@@ -237,6 +237,21 @@ async fn approval_flow(app: &TestApp) {
     let (status, body) = post(app, &format!("/api/conversations/{id}/condense"), json!({})).await;
     assert_eq!(status, 409, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("confirmation"));
+    // A decision for a call that does not wait here is refused, not taken as a denial of
+    // the one that does: it still waits.
+    let (status, body) = post(
+        app,
+        &format!("/api/conversations/{id}/events/respond_to_confirmation"),
+        json!({"tool_decisions": [{"tool_call_id": "riksy", "approved": true}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("risky"), "{body}");
+    let (_, info) = app.get_json(&format!("/api/conversations/{id}")).await;
+    assert_eq!(
+        info["execution_status"], "waiting_for_confirmation",
+        "{info}"
+    );
 
     approve_until_finished(app, &id).await;
     assert!(dir.join("confirmed").exists());
