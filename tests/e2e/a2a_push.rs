@@ -19,6 +19,16 @@ fn user(text: &str) -> Value {
         "parts": [{"text": text}]})
 }
 
+async fn card(app: &crate::helpers::TestApp) -> Value {
+    let resp = app
+        .client
+        .get(app.url("/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap();
+    crate::helpers::json_body(resp).await
+}
+
 fn states(got: &[crate::webhook_receiver::Got]) -> Vec<String> {
     got.iter()
         .map(|g| {
@@ -190,15 +200,7 @@ async fn push_configs_are_refused_precisely() {
     app.llm.push(Step::text("done"));
     let (_, body) = rpc(&app, "SendMessage", json!({"message": user("hi")})).await;
     let task = body["result"]["task"]["id"].as_str().unwrap().to_owned();
-    let card: Value = app
-        .client
-        .get(app.url("/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = card(&app).await;
     assert_eq!(card["capabilities"]["pushNotifications"], true);
 
     let cases: Vec<(Value, i64, &str)> = vec![
@@ -273,40 +275,31 @@ async fn push_configs_are_refused_precisely() {
         1,
         "only the first task reached the model"
     );
-    // Unknown tasks and configs.
-    let (_, answer) = rpc(
-        &app,
-        "CreateTaskPushNotificationConfig",
-        json!({"taskId": uuid::Uuid::new_v4(), "url": "http://127.0.0.1:1/"}),
-    )
-    .await;
-    assert_eq!(answer["error"]["code"], -32001, "{answer}");
-    let (_, answer) = rpc(
-        &app,
-        "GetTaskPushNotificationConfig",
-        json!({"taskId": task, "id": "nope"}),
-    )
-    .await;
-    assert_eq!(answer["error"]["code"], -32001, "{answer}");
-    let (_, answer) = rpc(
-        &app,
-        "ListTaskPushNotificationConfigs",
-        json!({"taskId": task, "pageToken": "forged"}),
-    )
-    .await;
-    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    // Unknown tasks and configs, paging this agent does not hand out.
+    for (method, params, code) in [
+        (
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": uuid::Uuid::new_v4(), "url": "http://127.0.0.1:1/"}),
+            -32001,
+        ),
+        (
+            "GetTaskPushNotificationConfig",
+            json!({"taskId": task, "id": "nope"}),
+            -32001,
+        ),
+        (
+            "ListTaskPushNotificationConfigs",
+            json!({"taskId": task, "pageToken": "forged"}),
+            -32602,
+        ),
+    ] {
+        let (_, answer) = rpc(&app, method, params).await;
+        assert_eq!(answer["error"]["code"], code, "{method}: {answer}");
+    }
 
     // Turned off: the card says so and every method answers -32003.
     let off = spawn_app_with("[a2a]\npush_notifications = false\n").await;
-    let card: Value = off
-        .client
-        .get(off.url("/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = card(&off).await;
     assert_eq!(card["capabilities"]["pushNotifications"], false);
     for (method, params) in [
         (
