@@ -19,7 +19,7 @@ fn user(text: &str) -> Value {
         "parts": [{"text": text}]})
 }
 
-async fn card(app: &crate::helpers::TestApp) -> Value {
+async fn agent_card(app: &crate::helpers::TestApp) -> Value {
     let resp = app
         .client
         .get(app.url("/.well-known/agent-card.json"))
@@ -200,7 +200,7 @@ async fn push_configs_are_refused_precisely() {
     app.llm.push(Step::text("done"));
     let (_, body) = rpc(&app, "SendMessage", json!({"message": user("hi")})).await;
     let task = body["result"]["task"]["id"].as_str().unwrap().to_owned();
-    let card = card(&app).await;
+    let card = agent_card(&app).await;
     assert_eq!(card["capabilities"]["pushNotifications"], true);
 
     let cases: Vec<(Value, i64, &str)> = vec![
@@ -299,7 +299,7 @@ async fn push_configs_are_refused_precisely() {
 
     // Turned off: the card says so and every method answers -32003.
     let off = spawn_app_with("[a2a]\npush_notifications = false\n").await;
-    let card = card(&off).await;
+    let card = agent_card(&off).await;
     assert_eq!(card["capabilities"]["pushNotifications"], false);
     for (method, params) in [
         (
