@@ -84,7 +84,11 @@ impl Tasks {
         // of every change.
         let push = configuration
             .task_push_notification_config
-            .map(|config| super::push::check(&self.push, config, message.task_id.as_deref()))
+            .map(|config| {
+                // The task the message goes to: its taskId, or its contextId (a task's id).
+                let task = message.task_id.as_deref().or(message.context_id.as_deref());
+                super::push::check(&self.push, config, task)
+            })
             .transpose()?;
         if !accepts_text(&configuration.accepted_output_modes) {
             return Err(RpcError::new(

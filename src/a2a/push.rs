@@ -31,6 +31,8 @@ pub const CONTENT_TYPE: &str = "application/a2a+json";
 /// Longest URL, token and credentials a config may carry.
 const URL_MAX: usize = 2048;
 const SECRET_MAX: usize = 4096;
+/// Longest `authentication.scheme` (it is stored and shown in clear: no room for a payload).
+const SCHEME_MAX: usize = 64;
 
 pub fn not_supported() -> RpcError {
     RpcError::new(
@@ -72,12 +74,20 @@ pub fn check(
     if !settings.push_notifications {
         return Err(not_supported());
     }
-    if let (Some(named), Some(task)) = (config.task_id.as_deref(), task)
-        && named != task
-    {
-        return Err(RpcError::invalid_params(format!(
-            "the config's taskId {named:?} is not the task {task:?} the request is for"
-        )));
+    match (config.task_id.as_deref().filter(|t| !t.is_empty()), task) {
+        (Some(named), Some(task)) if named != task => {
+            return Err(RpcError::invalid_params(format!(
+                "the config's taskId {named:?} is not the task {task:?} the request is for"
+            )));
+        }
+        // A message that starts a task: a config naming another would be stored for the new
+        // one, not the one it names.
+        (Some(named), None) => {
+            return Err(RpcError::invalid_params(format!(
+                "the config's taskId {named:?}: the message starts a new task (leave taskId out)"
+            )));
+        }
+        _ => {}
     }
     let id = match config.id.filter(|id| !id.is_empty()) {
         None => Uuid::new_v4().to_string(),
@@ -93,9 +103,11 @@ pub fn check(
         None => (None, None),
         Some(auth) => {
             let scheme = auth.scheme.trim();
-            if scheme.is_empty() || !scheme.bytes().all(is_token_byte) {
+            if scheme.is_empty() || scheme.len() > SCHEME_MAX || !scheme.bytes().all(is_token_byte)
+            {
                 return Err(RpcError::invalid_params(
-                    "authentication.scheme must be an HTTP authentication scheme (Bearer, Basic, …)",
+                    "authentication.scheme must be an HTTP authentication scheme (Bearer, Basic, …), \
+                     at most 64 characters",
                 ));
             }
             let credentials = auth.credentials.filter(|c| !c.is_empty());

@@ -21,10 +21,32 @@ const METADATA_NAMES: &[&str] = &[
 pub fn refused_ip(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => refused_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => refused_v4(v4),
+        IpAddr::V6(v6) => match embedded_v4(v6) {
+            Some(v4) => refused_v4(v4).or_else(|| refused_v6(v6)),
             None => refused_v6(v6),
         },
+    }
+}
+
+/// The IPv4 address an IPv6 one reaches, where the network translates or tunnels it: mapped
+/// (`::ffff:a.b.c.d`), compatible (`::a.b.c.d`), NAT64's well-known prefix (`64:ff9b::/96`,
+/// which an IPv6-only cluster's NAT64 gateway turns into the IPv4 address, the metadata
+/// service's included) and 6to4 (`2002:aabb:ccdd::/48`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let o = ip.octets();
+    let low = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        Some(v4)
+    } else if (s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1))
+        || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+    {
+        // Compatible (`::` and `::1` are not IPv4 addresses) or NAT64's.
+        Some(low)
+    } else if s[0] == 0x2002 {
+        Some(Ipv4Addr::new(o[2], o[3], o[4], o[5]))
+    } else {
+        None
     }
 }
 
@@ -46,6 +68,10 @@ fn refused_v6(ip: Ipv6Addr) -> Option<&'static str> {
         Some("a link-local address (fe80::/10)")
     } else if ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254) {
         Some("AWS's metadata service (fd00:ec2::254)")
+    } else if ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x23) {
+        Some("the EKS Pod Identity Agent (fd00:ec2::23), which hands out AWS credentials")
+    } else if ip == Ipv6Addr::new(0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254) {
+        Some("Google Cloud's metadata service (fd20:ce::254)")
     } else if ip.is_unspecified() || ip.is_multicast() {
         Some("not a receiver's address")
     } else {
@@ -112,11 +138,27 @@ mod tests {
             "fe80::1",
             "fd00:ec2::254",
             "::ffff:169.254.169.254",
+            // The metadata service through NAT64, IPv4-compatible and 6to4 addresses.
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::169.254.169.254",
+            "::169.254.169.254",
+            "2002:a9fe:a9fe::1",
+            "64:ff9b::6464:64c8",
+            "fd00:ec2::23",
+            "fd20:ce::254",
         ] {
             let ip: IpAddr = refused.parse().unwrap();
             assert!(refused_ip(ip).is_some(), "{refused}");
         }
-        for allowed in ["127.0.0.1", "10.0.0.7", "192.168.1.1", "::1", "2001:db8::1"] {
+        for allowed in [
+            "127.0.0.1",
+            "10.0.0.7",
+            "192.168.1.1",
+            "::1",
+            "2001:db8::1",
+            "64:ff9b::a00:7",
+            "2002:a00:7::1",
+        ] {
             let ip: IpAddr = allowed.parse().unwrap();
             assert!(refused_ip(ip).is_none(), "{allowed}");
         }

@@ -171,15 +171,17 @@ impl Store {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<i64>, StoreError> {
-        self.heads(Receivers::Named(receiver), now, limit).await
+        let heads = self.heads(Receivers::Named(receiver), now, limit).await?;
+        Ok(heads.into_iter().map(|(seq, _)| seq).collect())
     }
 
-    /// The due heads of every push target's queues (`push.rs`), oldest first.
+    /// The due heads of every push target's queues (`push.rs`), oldest first, with their
+    /// conversations (the worker shares its sends out among them).
     pub async fn outbox_push_heads(
         &self,
         now: DateTime<Utc>,
         limit: u32,
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
         self.heads(Receivers::Push, now, limit).await
     }
 
@@ -188,11 +190,11 @@ impl Store {
         receivers: Receivers<'_>,
         now: DateTime<Utc>,
         limit: u32,
-    ) -> Result<Vec<i64>, StoreError> {
+    ) -> Result<Vec<(i64, Uuid)>, StoreError> {
         // An events delivery still waiting out its flush delay is due at once when a
         // snapshot is queued behind it (the status changed: the snapshot must not wait).
         let sql = format!(
-            "SELECT o.seq FROM webhook_outbox o JOIN (SELECT MIN(seq) AS head \
+            "SELECT o.seq, o.conversation_id FROM webhook_outbox o JOIN (SELECT MIN(seq) AS head \
                    FROM webhook_outbox WHERE {} AND status = 'pending' \
                    GROUP BY receiver, conversation_id) h ON o.seq = h.head \
                    WHERE (o.claim_until IS NULL OR o.claim_until <= $2) \
@@ -203,13 +205,13 @@ impl Store {
                    ORDER BY o.seq LIMIT $3",
             receivers.condition()
         );
-        let heads: Vec<(i64,)> = on_pool!(&self.inner.db, pool => sqlx::query_as(&sql)
+        let heads: Vec<(i64, Uuid)> = on_pool!(&self.inner.db, pool => sqlx::query_as(&sql)
             .bind(receivers.bound())
             .bind(to_micros(now))
             .bind(i64::from(limit))
             .fetch_all(pool)
             .await?);
-        Ok(heads.into_iter().map(|(seq,)| seq).collect())
+        Ok(heads)
     }
 
     /// Claims a pending delivery for `owner` until `until`, unless someone else's claim is

@@ -6,7 +6,8 @@
 //! metadata address. Retries, dead letters and claims are the configured receivers' (`send.rs`,
 //! `worker.rs`); an error a target answers has the target's secrets masked before it is kept.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -36,6 +37,49 @@ const LABEL: &str = "push";
 const POLL: Duration = Duration::from_millis(500);
 const CLAIM_MARGIN: Duration = Duration::from_secs(10);
 const PURGE_EVERY: Duration = Duration::from_secs(60);
+/// Notifications sent at once, to all targets: many, since a target that never answers holds
+/// one for the whole timeout and targets come from clients.
+const MAX_IN_FLIGHT: usize = 32;
+/// Of them, one task's at most: a task's targets that hang (up to `a2a.push_max_per_task`)
+/// cannot take every sender and hold back every other task's notifications.
+const PER_TASK: usize = 2;
+
+/// The sends in flight per task; each send holds a [`Slot`], which gives its place back when
+/// it ends, however it ends.
+#[derive(Clone, Default)]
+struct Busy(Arc<Mutex<HashMap<Uuid, usize>>>);
+
+struct Slot {
+    busy: Busy,
+    task: Uuid,
+}
+
+impl Busy {
+    fn take(&self, task: Uuid) -> Option<Slot> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = map.entry(task).or_default();
+        if *n >= PER_TASK {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            busy: self.clone(),
+            task,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut map = self.busy.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.task) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.task);
+            }
+        }
+    }
+}
 
 impl PushSender {
     /// `settings` give the policy (their URL is not used); `content_type` the bodies'.
@@ -45,8 +89,10 @@ impl PushSender {
         render: RenderPush,
         content_type: &'static str,
     ) -> Result<PushSender, String> {
+        let mut settings = settings.clone();
+        settings.max_in_flight = MAX_IN_FLIGHT;
         Ok(PushSender {
-            template: Receiver::for_push(settings, roots)?,
+            template: Receiver::for_push(&settings, roots)?,
             render,
             content_type: HeaderValue::from_static(content_type),
         })
@@ -90,10 +136,11 @@ pub fn spawn(sender: PushSender, store: &Store, retention: Duration) {
             return;
         };
         let mut in_flight = JoinSet::new();
+        let busy = Busy::default();
         let mut purged = tokio::time::Instant::now();
         loop {
             let Some(live) = weak.upgrade() else { return };
-            fill(&sender, &live, owner, &mut in_flight).await;
+            fill(&sender, &live, owner, &mut in_flight, &busy).await;
             if purged.elapsed() >= PURGE_EVERY {
                 purged = tokio::time::Instant::now();
                 purge(&live, retention).await;
@@ -117,17 +164,22 @@ async fn purge(store: &Store, retention: Duration) {
     }
 }
 
-async fn fill(sender: &Arc<PushSender>, store: &Store, owner: Uuid, in_flight: &mut JoinSet<()>) {
-    let room = sender
-        .template
-        .max_in_flight
-        .saturating_sub(in_flight.len());
+async fn fill(
+    sender: &Arc<PushSender>,
+    store: &Store,
+    owner: Uuid,
+    in_flight: &mut JoinSet<()>,
+    busy: &Busy,
+) {
+    let room = MAX_IN_FLIGHT.saturating_sub(in_flight.len());
     if room == 0 {
         return;
     }
     let now = store.now();
+    // More heads than room: those of tasks at their share are passed over for the others'.
+    let wanted = room.saturating_mul(PER_TASK * 2);
     let heads = match store
-        .outbox_push_heads(now, u32::try_from(room).unwrap_or(u32::MAX))
+        .outbox_push_heads(now, u32::try_from(wanted).unwrap_or(u32::MAX))
         .await
     {
         Ok(heads) => heads,
@@ -138,10 +190,20 @@ async fn fill(sender: &Arc<PushSender>, store: &Store, owner: Uuid, in_flight: &
     };
     let lease = chrono::Duration::from_std(sender.template.timeout + CLAIM_MARGIN)
         .unwrap_or(chrono::Duration::MAX);
-    for seq in heads {
+    for (seq, task) in heads {
+        if in_flight.len() >= MAX_IN_FLIGHT {
+            return;
+        }
+        let Some(slot) = busy.take(task) else {
+            continue;
+        };
         match store.outbox_claim(seq, owner, now, now + lease).await {
             Ok(true) => {
-                in_flight.spawn(deliver(sender.clone(), store.clone(), owner, seq));
+                let sent = deliver(sender.clone(), store.clone(), owner, seq);
+                in_flight.spawn(async move {
+                    sent.await;
+                    drop(slot);
+                });
             }
             Ok(false) => {}
             Err(e) => {
@@ -218,11 +280,7 @@ fn masked(outcome: Outcome, target: &PushTarget) -> Outcome {
             retry_after,
             permanent,
         } => {
-            for secret in [&target.credentials, &target.token].into_iter().flatten() {
-                if !secret.is_empty() {
-                    failure.error = failure.error.replace(secret.as_str(), "***");
-                }
-            }
+            failure.error = mask_secrets(failure.error, target);
             Outcome::Failed {
                 failure,
                 retry_after,
@@ -231,4 +289,46 @@ fn masked(outcome: Outcome, target: &PushTarget) -> Outcome {
         }
         delivered => delivered,
     }
+}
+
+/// The shortest end of an error that is taken for the start of a cut-off secret.
+const CUT_SECRET_MIN: usize = 4;
+
+/// `error` with the target's token and credentials masked: as sent, as a JSON string or a
+/// URL's query would quote them, and the start of one where the kept error was cut off in it
+/// (an answer is kept to its first bytes, a secret may be longer).
+fn mask_secrets(mut error: String, target: &PushTarget) -> String {
+    let mut secrets: Vec<String> = Vec::new();
+    for secret in [&target.credentials, &target.token].into_iter().flatten() {
+        if secret.is_empty() {
+            continue;
+        }
+        let json = serde_json::Value::String(secret.clone()).to_string();
+        let query: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+        secrets.extend([secret.clone(), json[1..json.len() - 1].to_owned(), query]);
+    }
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    for secret in &secrets {
+        error = error.replace(secret.as_str(), "***");
+    }
+    // The longest end of the error that begins a secret.
+    let cut = secrets
+        .iter()
+        .filter_map(|secret| {
+            let shortest = CUT_SECRET_MIN.min(secret.len());
+            (shortest..secret.len().min(error.len() + 1))
+                .rev()
+                .find(|&n| {
+                    let start = error.len() - n;
+                    error.is_char_boundary(start)
+                        && secret.as_bytes().starts_with(&error.as_bytes()[start..])
+                })
+        })
+        .max();
+    if let Some(n) = cut {
+        error.truncate(error.len() - n);
+        error.push_str("***");
+    }
+    error
 }

@@ -117,9 +117,13 @@ impl Receiver {
         let timeout = Duration::from_secs_f64(settings.timeout_secs);
         let mut builder = roots.client_builder();
         if guarded {
-            builder = builder.dns_resolver(std::sync::Arc::new(
-                crate::runtime::destinations::GuardedResolver,
-            ));
+            // No proxy either: a proxy resolves the name itself, past the guard, so a name
+            // pointed at the metadata service would reach it through one (HTTPS_PROXY).
+            builder = builder
+                .dns_resolver(std::sync::Arc::new(
+                    crate::runtime::destinations::GuardedResolver,
+                ))
+                .no_proxy();
         }
         let client = builder
             // A receiver names where deliveries go once, in the config: a redirect would let

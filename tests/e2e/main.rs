@@ -22,6 +22,8 @@ mod attack_checks;
 mod attack_conversations;
 mod attack_doors_agents;
 mod attack_doors_chat;
+mod attack_push;
+mod attack_push_receivers;
 mod bad_input;
 mod bash_policy;
 mod browser_guard;
