@@ -6,8 +6,7 @@
 //! apply; the input's `tools`, `context` and `forwardedProps` do not. Approvals, runs and
 //! masking are all `conversations/`'s: nothing here decides a call.
 //!
-//! Interrupt ids on a thread are `<conversation id>:<tool call id>`: the conversation holds
-//! the pending call, so there is nothing to sign, and the prefix binds the id to its thread.
+//! Interrupt ids on a thread are `<conversation id>:<tool call id>` (`interrupts.rs`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,6 +16,7 @@ use uuid::Uuid;
 
 use super::events::AguiEvent;
 use super::input::{InputMessage, ResumeEntry, RunAgentInput};
+use super::interrupts::thread_call;
 use super::request::{body_text, content_value, decision, question};
 use crate::agent::{RunState, Waiting};
 use crate::conversation_domain::ConversationStatus;
@@ -31,13 +31,8 @@ pub type ThreadRun = Pin<Box<dyn Stream<Item = AguiEvent> + Send>>;
 /// Where a run goes: a conversation's thread, or (the thread names none) the stateless chat,
 /// given its input back.
 pub enum Door {
-    Stateless(RunAgentInput),
+    Stateless(Box<RunAgentInput>),
     Thread(ThreadRun),
-}
-
-/// The id an interrupt for call `call_id` of conversation `conversation` has.
-pub fn interrupt_id(conversation: Uuid, call_id: &str) -> String {
-    format!("{conversation}:{call_id}")
 }
 
 /// Starts the run on the conversation `input.threadId` names; a refusal (the conversation is
@@ -50,10 +45,10 @@ pub async fn start(
     // Headlamp and most clients make up their thread ids: only a stored conversation's id
     // is a thread here, anything else stays stateless.
     let Ok(id) = Uuid::parse_str(&input.thread_id) else {
-        return Ok(Door::Stateless(input));
+        return Ok(Door::Stateless(Box::new(input)));
     };
     let Some(row) = conversations.store().get(id).await? else {
-        return Ok(Door::Stateless(input));
+        return Ok(Door::Stateless(Box::new(input)));
     };
     if row.status == ConversationStatus::Running {
         return Err(ConversationError::Conflict(format!(
@@ -136,10 +131,9 @@ fn resume_response(
 ) -> Result<ConfirmationResponse, ConversationError> {
     let state = pending_state(row);
     let waiting = row.status == ConversationStatus::WaitingForConfirmation;
-    let prefix = format!("{id}:");
     let mut decisions = Vec::with_capacity(resume.len());
     for (k, entry) in resume.iter().enumerate() {
-        let call = entry.interrupt_id.strip_prefix(&prefix).filter(|call| {
+        let call = thread_call(id, &entry.interrupt_id).filter(|call| {
             waiting
                 && state.as_ref().is_some_and(|s| {
                     s.pending

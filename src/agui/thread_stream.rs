@@ -229,7 +229,7 @@ impl Render {
 
     fn interrupt(&self, a: &PendingApproval) -> Interrupt {
         Interrupt {
-            id: super::thread::interrupt_id(self.id, &a.tool_call_id),
+            id: super::interrupts::thread_interrupt_id(self.id, &a.tool_call_id),
             reason: "tool_approval",
             message: format!(
                 "{} wants to run `{}`: approve or deny it",

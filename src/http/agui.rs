@@ -51,7 +51,7 @@ async fn handle(
         .keepalive
         .unwrap_or(std::time::Duration::from_secs(15));
     let input = match crate::agui::on_thread(&state.conversations, input, idle).await? {
-        Door::Stateless(input) => input,
+        Door::Stateless(input) => *input,
         Door::Thread(events) => {
             return Ok(sse::response(
                 in_span(events, tracing::Span::current()),
