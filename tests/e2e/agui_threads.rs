@@ -1,6 +1,7 @@
 //! AG-UI on a server-side conversation: a `threadId` that is a stored conversation's id makes
 //! the run that conversation's next turn (its stored history, its approvals), read back from
-//! its log; any other thread id stays stateless. Refusals come before the stream.
+//! its log (frontend calls answered by the client's tool message); any other thread id stays
+//! stateless. Refusals come before the stream.
 
 use std::time::Duration;
 
@@ -255,4 +256,41 @@ async fn a_running_conversation_is_refused_and_a_dropped_stream_leaves_the_run_g
         ))
         .await;
     assert!(answer.to_string().contains("slowly slowly"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_frontend_call_on_a_thread_is_answered_by_the_client_s_tool_message() {
+    let app = spawn_app().await;
+    let id = create(
+        &app,
+        json!({"frontend_tools": [{"name": "show_chart", "description": "Draws a chart"}]}),
+    )
+    .await;
+    app.llm.push(Step::tool(
+        "call_fe",
+        "show_chart",
+        json!({"metric": "cpu"}),
+    ));
+    let events = run(&app, &on_thread(&id, &[user("show me CPU")])).await;
+    assert_eq!(
+        events.last().unwrap()["outcome"],
+        json!({"type": "success", "pendingToolCallIds": ["call_fe"]}),
+        "{events:?}"
+    );
+    app.llm.push(Step::text("CPU peaked at 93%."));
+    let messages = [
+        user("show me CPU"),
+        json!({"id": "a1", "role": "assistant", "toolCalls": [{"id": "call_fe", "type": "function",
+            "function": {"name": "show_chart", "arguments": "{\"metric\":\"cpu\"}"}}]}),
+        json!({"id": "t1", "role": "tool", "toolCallId": "call_fe", "content": "rendered: peak 93%"}),
+    ];
+    let events = run(&app, &on_thread(&id, &messages)).await;
+    let text: String = find(&events, "TEXT_MESSAGE_CONTENT")
+        .iter()
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "CPU peaked at 93%.", "{events:?}");
+    let sent = app.llm_messages(1).last().unwrap().to_string();
+    assert!(sent.contains("rendered: peak 93%"), "{sent}");
+    assert_eq!(status(&app, &id).await, "finished");
 }
