@@ -119,7 +119,9 @@ pub struct Interrupt {
     pub reason: &'static str,
     pub message: String,
     pub tool_call_id: String,
-    pub expires_at: String,
+    /// When the signed approval expires; absent on a thread, whose conversation keeps it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
     pub metadata: Value,
 }
 

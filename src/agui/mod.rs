@@ -3,16 +3,24 @@
 //! (`request.rs`), started with the same preparation (approval tokens verified by holmes), and
 //! the run's events become AG-UI events (`stream.rs`). Approvals are interrupts whose ids carry
 //! `/api/chat`'s approval tokens (`interrupts.rs`); the client's tools are frontend tools.
+//! A `threadId` that names a stored conversation makes the run that conversation's next turn
+//! instead (`thread.rs`, an adapter over `conversations/` as `a2a/` is), its events read back
+//! from the conversation's log (`thread_stream.rs`); `render.rs` renders history messages for
+//! both.
 
 mod events;
 mod input;
 mod interrupts;
+mod render;
 mod request;
 mod stream;
+mod thread;
+mod thread_stream;
 
 pub use events::{AguiEvent, Outcome};
 pub use input::RunAgentInput;
 pub use stream::AguiRun;
+pub use thread::{Door, ThreadRun, start as on_thread};
 
 use crate::agent::RunError;
 use crate::holmes::{RequestMeta, StatelessChat};

@@ -154,7 +154,7 @@ pub fn convert(input: RunAgentInput) -> Result<Converted, RunError> {
 const CONTEXT_HEADING: &str = "Context the user's application gives for this conversation:";
 
 /// A user message's content as the history holds it: a string, or OpenAI-style parts.
-fn content_value(body: &Body) -> Value {
+pub(super) fn content_value(body: &Body) -> Value {
     match body {
         Body::Text(text) => Value::String(text.clone()),
         Body::Parts(parts) => Value::Array(
@@ -180,7 +180,7 @@ fn image_url(source: &Source) -> Option<String> {
     }
 }
 
-fn body_text(body: &Body) -> String {
+pub(super) fn body_text(body: &Body) -> String {
     match body {
         Body::Text(text) => text.clone(),
         Body::Parts(parts) => parts
@@ -195,7 +195,7 @@ fn body_text(body: &Body) -> String {
 }
 
 /// The question's text and images, from the content `content_value` made.
-fn question(content: &Value) -> (String, Vec<ImageInput>) {
+pub(super) fn question(content: &Value) -> (String, Vec<ImageInput>) {
     match content {
         Value::String(text) => (text.clone(), Vec::new()),
         Value::Array(parts) => {
@@ -279,32 +279,43 @@ fn resume_decisions(
                 "resume[{k}]: tool call '{call_id}' is answered twice"
             )));
         }
-        let payload = entry.payload.as_ref();
-        let said = payload.and_then(|p| p.get("approved"));
-        // A denial spelled "false", 0 or null must not read as "not a denial": refused.
-        if let Some(said) = said.filter(|a| !a.is_boolean()) {
-            return Err(RunError::bad_input(format!(
-                "resume[{k}].payload.approved must be true or false, not {said}"
-            )));
-        }
+        let decision = decision(k, entry, call_id.clone())?;
         let token = token.to_owned();
         flag(history, last, &call_id, |call| {
             call.pending_approval = Some(true);
             call.approval_token = Some(token);
         });
-        let approved = entry.status == ResumeStatus::Resolved && said != Some(&Value::Bool(false));
-        let feedback = payload
-            .and_then(|p| p.get("feedback").or_else(|| p.get("reason")))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        decisions.push(ToolDecision {
-            tool_call_id: call_id,
-            approved,
-            feedback,
-            save_prefixes: None,
-        });
+        decisions.push(decision);
     }
     Ok(decisions)
+}
+
+/// Resume entry `k`'s decision on call `call_id`: approved when resolved, unless its payload
+/// says `approved: false`; its feedback from `payload.feedback` (or `reason`).
+pub(super) fn decision(
+    k: usize,
+    entry: &ResumeEntry,
+    call_id: String,
+) -> Result<ToolDecision, RunError> {
+    let payload = entry.payload.as_ref();
+    let said = payload.and_then(|p| p.get("approved"));
+    // A denial spelled "false", 0 or null must not read as "not a denial": refused.
+    if let Some(said) = said.filter(|a| !a.is_boolean()) {
+        return Err(RunError::bad_input(format!(
+            "resume[{k}].payload.approved must be true or false, not {said}"
+        )));
+    }
+    let approved = entry.status == ResumeStatus::Resolved && said != Some(&Value::Bool(false));
+    let feedback = payload
+        .and_then(|p| p.get("feedback").or_else(|| p.get("reason")))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok(ToolDecision {
+        tool_call_id: call_id,
+        approved,
+        feedback,
+        save_prefixes: None,
+    })
 }
 
 fn flag(history: &mut [Message], index: usize, call_id: &str, set: impl FnOnce(&mut ToolCall)) {

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::events::{AguiEvent, Interrupt, Outcome, TokenUsage};
 use super::interrupts::interrupt_id;
+use super::render::new_id;
 use crate::agent::{AgentEvent, PendingCall, Run, RunError, RunState, Waiting};
 use crate::holmes::{ApprovalSigner, conversation_digest, frames};
 use crate::wire::Message;
@@ -140,81 +141,16 @@ impl AguiRun {
             if self.cx.client_results.contains_key(&tool_call_id) {
                 return;
             }
-            self.out.push_back(AguiEvent::ToolCallResult {
-                message_id: new_id(),
-                tool_call_id,
-                content: message.text(),
-                role: "tool",
-            });
+            self.out
+                .push_back(super::render::tool_result(tool_call_id, &message));
         }
         // The user's question: the client holds it already.
     }
 
-    /// The model's reply: its streamed text closed (or sent whole when it was not streamed),
-    /// its reasoning, then its calls, each under the reply's message id.
+    /// The model's reply, its streamed text (if any) closed.
     fn assistant(&mut self, message: Message) {
-        let text = message.text();
-        let message_id = match self.open_text.take() {
-            Some(id) => {
-                self.out.push_back(AguiEvent::TextMessageEnd {
-                    message_id: id.clone(),
-                });
-                id
-            }
-            None => {
-                let id = new_id();
-                if !text.is_empty() {
-                    self.out.push_back(AguiEvent::TextMessageStart {
-                        message_id: id.clone(),
-                        role: "assistant",
-                    });
-                    self.out.push_back(AguiEvent::TextMessageContent {
-                        message_id: id.clone(),
-                        delta: text,
-                    });
-                    self.out.push_back(AguiEvent::TextMessageEnd {
-                        message_id: id.clone(),
-                    });
-                }
-                id
-            }
-        };
-        if let Some(reasoning) = message.reasoning_content.filter(|r| !r.is_empty()) {
-            let id = new_id();
-            self.out.extend([
-                AguiEvent::ReasoningStart {
-                    message_id: id.clone(),
-                },
-                AguiEvent::ReasoningMessageStart {
-                    message_id: id.clone(),
-                    role: "reasoning",
-                },
-                AguiEvent::ReasoningMessageContent {
-                    message_id: id.clone(),
-                    delta: reasoning,
-                },
-                AguiEvent::ReasoningMessageEnd {
-                    message_id: id.clone(),
-                },
-                AguiEvent::ReasoningEnd { message_id: id },
-            ]);
-        }
-        for call in message.tool_calls.into_iter().flatten() {
-            self.out.push_back(AguiEvent::ToolCallStart {
-                tool_call_id: call.id.clone(),
-                tool_call_name: call.function.name,
-                parent_message_id: message_id.clone(),
-            });
-            if !call.function.arguments.is_empty() {
-                self.out.push_back(AguiEvent::ToolCallArgs {
-                    tool_call_id: call.id.clone(),
-                    delta: call.function.arguments,
-                });
-            }
-            self.out.push_back(AguiEvent::ToolCallEnd {
-                tool_call_id: call.id,
-            });
-        }
+        let open = self.open_text.take();
+        super::render::assistant(&mut self.out, open, message);
     }
 
     /// Approvals become interrupts; frontend calls, without approvals, a success that names
@@ -299,7 +235,7 @@ impl AguiRun {
                     call.function.name
                 ),
                 tool_call_id: call.id.clone(),
-                expires_at: expires_at.clone(),
+                expires_at: Some(expires_at.clone()),
                 metadata: json!({
                     "toolName": call.function.name,
                     "command": description,
@@ -363,10 +299,6 @@ impl AguiRun {
             code,
         });
     }
-}
-
-fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
 }
 
 impl Stream for AguiRun {

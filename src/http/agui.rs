@@ -1,7 +1,9 @@
 //! `POST /api/agui/chat`: AG-UI's `RunAgentInput` in, its events out as SSE `data:` frames.
 //! A body that is not a `RunAgentInput`, or a request the agent refuses, is answered with the
 //! usual `{"detail": …}` error before the stream starts (the protocol has no error event
-//! before RUN_STARTED); what fails during the run ends the stream with RUN_ERROR.
+//! before RUN_STARTED); what fails during the run ends the stream with RUN_ERROR. A `threadId`
+//! naming a stored conversation continues it (`agui::on_thread`), refusals likewise before
+//! the stream (409 while it runs, 400 for a resume naming no call it waits for).
 
 use axum::Extension;
 use axum::extract::State;
@@ -14,7 +16,7 @@ use super::body::{parse_json, read_body};
 use super::chat::{in_span, passthrough_headers};
 use super::sse::{Frame, StreamLimits};
 use super::{ApiError, AppState, RequestId, sse};
-use crate::agui::{AguiEvent, RunAgentInput};
+use crate::agui::{AguiEvent, Door, RunAgentInput};
 use crate::context::tokens::count_off_workers;
 use crate::holmes::RequestMeta;
 
@@ -44,6 +46,19 @@ async fn handle(
     let input: RunAgentInput = parse_json(&bytes)?;
     let size = bytes.len();
     drop(bytes);
+    // A thread that is a stored conversation continues it; any other runs stateless.
+    let idle = state
+        .keepalive
+        .unwrap_or(std::time::Duration::from_secs(15));
+    let input = match crate::agui::on_thread(&state.conversations, input, idle).await? {
+        Door::Stateless(input) => *input,
+        Door::Thread(events) => {
+            return Ok(sse::response(
+                in_span(events, tracing::Span::current()),
+                StreamLimits::of(&state),
+            ));
+        }
+    };
     let chat = state.chat.clone();
     // Starting counts the tokens of the whole history: a large one goes to the blocking pool.
     let started = count_off_workers(size, move || crate::agui::start(&chat, input, meta))

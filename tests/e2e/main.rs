@@ -14,6 +14,7 @@ mod admin_reload;
 mod agent_limits;
 mod agui;
 mod agui_approvals;
+mod agui_threads;
 mod api_model;
 mod approval_binding;
 mod approvals;

@@ -58,7 +58,10 @@ pub(super) fn add(doc: &mut Value) {
                 that needs approval ends the run with `outcome: {type: \"interrupt\"}`, one \
                 interrupt per call (its id carries a signed approval token bound to the call and \
                 to the conversation before it, valid `approvals.token_ttl_secs`); the next run \
-                answers it in `resume`. Stateless, as `/api/chat`.",
+                answers it in `resume`. Stateless, as `/api/chat`, unless `threadId` is the id \
+                of a stored conversation: then the run is that conversation's next turn (its \
+                history and settings), the stream renders what its log records, and interrupt \
+                ids are `<conversation id>:<tool call id>`.",
             "requestBody": {"required": true, "content": {"application/json": {
                 "schema": run_agent_input(),
                 "example": {"threadId": "t1", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "Why is my pod crashing?"}],
@@ -75,7 +78,11 @@ pub(super) fn add(doc: &mut Value) {
                             "event": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"}}}}}},
                 "400": error("Malformed JSON, an unknown model, nothing to answer, a tool message \
                     for no call, or a resume entry whose interrupt is not a call of the last \
-                    assistant message (or was issued for a different conversation); `detail` says which."),
+                    assistant message (or was issued for a different conversation), or, on a \
+                    thread that is a stored conversation, a resume entry naming no call it waits \
+                    for; `detail` says which."),
+                "409": error("The thread is a stored conversation that is running a turn, or \
+                    that waits for approval and the input has no `resume`."),
                 "401": {"$ref": "#/components/responses/Unauthorized"},
                 "403": error("Refused for a browser (see `/api/chat`)."),
                 "408": error("The body did not arrive within `server.body_read_timeout_secs`."),
